@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use skillforge_contract::validate_training_package_json;
-use skillforge_tests::{Home, git, write};
+use skillforge_tests::{Home, git, ok, write};
 use tempfile::TempDir;
 
 const TEMPLATE_ID: &str = "change-summarizer";
@@ -143,7 +143,7 @@ fn demo_on_a_real_repository_ends_with_a_pending_candidate_and_an_auto_trace_exp
         "{stdout}"
     );
     assert!(
-        stdout.contains("stand-in reviewer, `demo-reviewer`: a fixed rule, not a person"),
+        stdout.contains("stand-in reviewer, `demo-stand-in`: a fixed rule, not a person"),
         "the stand-in reviewer is named as such: {stdout}"
     );
     assert!(
@@ -208,10 +208,51 @@ fn demo_on_a_real_repository_ends_with_a_pending_candidate_and_an_auto_trace_exp
         std::fs::read_to_string(summary_path(&stdout, "review packet").join("feedback.yml"))
             .unwrap();
     assert!(
-        feedback.contains("reviewer: demo-reviewer") && feedback.contains("ranking:"),
+        feedback.contains("reviewer: demo-stand-in") && feedback.contains("ranking:"),
+        "{feedback}"
+    );
+    // Issue 35 item 10: the options are summaries of each commit's diff (its subject, the files
+    // it touches with their line counts), not placeholders quoting diff lines; a trait says
+    // something about an option, never that "the demo rule" ranked it.
+    let packet_items = summary_path(&stdout, "review packet").join("items");
+    let mut parse_item = String::new();
+    for entry in std::fs::read_dir(&packet_items).unwrap() {
+        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        let options = &text[text.find("## Option A").expect("options")..];
+        assert!(
+            !options.contains("starting from") && !options.contains("Option a ("),
+            "no placeholder options: {options}"
+        );
+        if text.contains("parse: read numbers from text") {
+            parse_item = options.to_owned();
+        }
+    }
+    assert!(
+        parse_item.contains("Parse: read numbers from text")
+            && parse_item.contains("src/parse.rs (3 lines)"),
+        "the parse commit's options summarise its diff: {parse_item}"
+    );
+    assert!(
+        !feedback.contains("demo rule\n") && !feedback.contains("by the demo rule"),
         "{feedback}"
     );
     assert!(summary_path(&stdout, "candidate package").is_file());
+    // The stand-in is labelled as one where the candidate is shown.
+    let shown = ok(&home, &["candidate", "show", "change-summarizer@v2"]);
+    assert!(
+        shown.contains("reviewers   demo-stand-in, 3 ranked rows (the demo's stand-in reviewer: a fixed rule, not a person"),
+        "{shown}"
+    );
+    assert!(
+        !shown.contains("demo rule"),
+        "nothing learned names the rule: {shown}"
+    );
+    let shown = home.json(&["candidate", "show", "change-summarizer@v2"]);
+    assert_eq!(
+        shown["reviewers"],
+        serde_json::json!([{"reviewer": "demo-stand-in", "rows": 3, "stand_in": true}]),
+        "{shown:#}"
+    );
     let review = std::fs::read_to_string(summary_path(&stdout, "candidate review")).unwrap();
     assert!(review.contains("change-summarizer@v2"), "{review}");
 
@@ -335,8 +376,9 @@ const SET: &str = "version: 1\ndimensions:\n  - name: clarity\n    questions:\n 
 
 // Issue 15 "Done when": the demo's candidate asked, A/B'd with a pick and a judge, BINEVAL'd and
 // turned into lessons, auto-promoted to a canary under configured guardrails (the reference
-// optimizer measures no score, so the guardrails decide on the bandit's confidence from the A/B
-// picks: facts §7 steps 5–10, S-63), then graduated from harvested outcomes, all from the CLI,
+// optimizer's held-out replay may or may not score it, as its options summarise real diffs; the
+// score floor is 0, so the guardrails decide on the bandit's confidence from the A/B picks:
+// facts §7 steps 5–10, S-63), then graduated from harvested outcomes, all from the CLI,
 // the events in a JSONL file and a Redis stream (S-52, S-57, S-60, S-61, S-63, S-65, S-79).
 #[test]
 fn the_demos_candidate_is_decided_with_evidence_end_to_end() {
@@ -347,7 +389,7 @@ fn the_demos_candidate_is_decided_with_evidence_end_to_end() {
     config(
         &home,
         &format!(
-            "[skillopt]\nauto_trace_enabled = true\nauto_promote = true\nauto_promote_min_samples = 3\nauto_promote_min_score = 0.5\n\
+            "[skillopt]\nauto_trace_enabled = true\nauto_promote = true\nauto_promote_min_samples = 3\nauto_promote_min_score = 0.0\n\
              auto_promote_min_confidence = 0.8\nauto_promote_canary = true\nauto_promote_canary_sample = 0.5\n\
              review_runtimes = [\"scripted-b\"]\n\
              [events]\njsonl = \"events.jsonl\"\nredis_url = \"{}\"\nredis_stream = \"sf:events\"\n",
@@ -433,8 +475,7 @@ fn the_demos_candidate_is_decided_with_evidence_end_to_end() {
     assert_eq!(scored["overall"], 1.0, "{scored}");
     let lessons = home.json(&["binary", "lessons", "--template", TEMPLATE_ID, "--apply"]);
     assert_eq!(lessons["applied"], 2, "{lessons}");
-    // The demo's reference optimizer measures no score, and a missing score is never promoted on
-    // outside the bandit path (S-57): with one pick the confidence rests on too few pulls.
+    // With one pick the confidence rests on too few pulls (S-57, S-63): notify only.
     let decided = skillforge_tests::decide_json(&home, &["candidate", "decide", &candidate]);
     assert_eq!(decided["decision"]["decision"], "notify", "{decided}");
     assert_eq!(state(&candidate), "pending");

@@ -1052,6 +1052,54 @@ fn forge_mode_corrections_drafts_the_brief_from_a_theme_then_adopts() {
     assert_eq!(s.ledger()[0]["brief_id"], "kg-status");
 }
 
+// Issue 35 item 10: `eval forge --mode corrections --runtime scripted` on a theme of plain
+// corrections (no `scripted:` line in them) runs: the scripted stand-in drafts a brief (E-01 and
+// E-02 checked on it as on a model's), the forge runs it, and its scripted judge's picks are
+// reported as no evidence with what to do, instead of "the drafting model's reply holds no JSON
+// object".
+#[test]
+fn forge_mode_corrections_runs_on_the_scripted_runtime_with_plain_corrections() {
+    let s = Setup::new();
+    let skill = s.skill("tldr", GOOD_SKILL);
+    let theme = s.path("status.theme.json");
+    std::fs::write(
+        &theme,
+        json!({"name": "Status replies", "rules": ["status replies stay under nine words"],
+               "corrections": ["no, nobody reads all that", "too long again"]})
+        .to_string(),
+    )
+    .unwrap();
+    let (code, report, stderr) = s.forge(
+        Path::new(""),
+        &skill,
+        &["--mode", "corrections", "--theme", theme.to_str().unwrap()],
+    );
+    assert!(!stderr.contains("holds no JSON object"), "{stderr}");
+    let brief: Value = serde_json::from_str(
+        &std::fs::read_to_string(s.home.path().join("eval/briefs/kg-status-replies.json"))
+            .unwrap_or_else(|e| panic!("the drafted brief is written ({e}): {stderr}")),
+    )
+    .unwrap();
+    assert!(
+        brief["rubric"]
+            .as_str()
+            .unwrap()
+            .contains("scripted stand-in"),
+        "the brief says who drafted it: {brief:#}"
+    );
+    assert!(
+        !brief.to_string().contains("nine words"),
+        "E-02: the rule stays out of the brief: {brief:#}"
+    );
+    assert_eq!(code, 1, "{stderr}\n{report:#}");
+    assert_eq!(report["gate"]["decision"], "undecided", "{report:#}");
+    let said = report.to_string();
+    assert!(
+        said.contains("scripted: prefer TEXT") && said.contains("judge with a model runtime"),
+        "says what to do about the scripted judge: {report:#}"
+    );
+}
+
 // What `eval forge` refuses before anything runs names the flag or file to fix: a mistyped
 // runtime names `--runtime`; a SKILL.md given for the skill dir names the dir; a skill whose
 // name differs from its directory is refused as `template add` refuses it.

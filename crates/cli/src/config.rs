@@ -604,12 +604,46 @@ impl Config {
     pub fn load(home: &Path) -> anyhow::Result<Self> {
         let path = home.join(CONFIG_FILE);
         match std::fs::read_to_string(&path) {
-            Ok(text) => toml::from_str(&text)
-                .with_context(|| format!("invalid config `{}`", path.display())),
+            Ok(text) => toml::from_str(&text).or_else(|error| {
+                // Several problems are listed at once against the config's JSON Schema
+                // (generated from these types); one keeps the TOML parser's message and caret.
+                let problems = config_problems(&text);
+                if problems.len() > 1 {
+                    anyhow::bail!(
+                        "invalid config `{}`: {} problems:\n{}",
+                        path.display(),
+                        problems.len(),
+                        problems
+                            .iter()
+                            .map(|p| format!("  - {p}"))
+                            .collect::<Vec<_>>()
+                            .join("\n")
+                    );
+                }
+                Err(error).with_context(|| format!("invalid config `{}`", path.display()))
+            }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
             Err(e) => Err(e).with_context(|| format!("read config `{}`", path.display())),
         }
     }
+}
+
+/// The shape problems of config text (unknown keys with the allowed ones, wrong types), each
+/// naming its key path; none when the text is not TOML.
+fn config_problems(text: &str) -> Vec<String> {
+    let Ok(value) = toml::from_str::<toml::Value>(text) else {
+        return Vec::new();
+    };
+    let (Ok(value), Ok(schema)) = (
+        serde_json::to_value(value),
+        serde_json::to_value(schemars::schema_for!(Config)),
+    ) else {
+        return Vec::new();
+    };
+    skillforge_contract::shape::shape_problems(&schema, &value)
+        .iter()
+        .map(ToString::to_string)
+        .collect()
 }
 
 /// `--home`, else `$SKILLFORGE_HOME`, else `~/.skillforge`, made absolute against the current

@@ -28,6 +28,7 @@ mod pairwise_packet;
 mod ranking;
 mod scalar;
 pub mod schema;
+pub mod shape;
 mod signal;
 mod template;
 mod training;

@@ -21,7 +21,7 @@ use super::stages::StageDef;
 use super::verdict::first_json_object;
 
 /// A correction theme to draft a brief from.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DraftTheme {
     /// The theme's name (becomes the brief id's stem).
@@ -59,6 +59,14 @@ pub enum DraftError {
         #[source]
         source: serde_json::Error,
     },
+    /// Several shape problems at once (unknown or missing keys, wrong types), one line each.
+    #[error("invalid theme `{file}`: {} problems:\n{}", problems.len(), problems.iter().map(|p| format!("  - {p}")).collect::<Vec<_>>().join("\n"))]
+    ThemeProblems {
+        /// The theme file, as named.
+        file: String,
+        /// One line per problem, with its key path and what is allowed.
+        problems: Vec<String>,
+    },
     /// The theme has no rule.
     #[error(
         "invalid theme `{file}`: `rules` is empty (a knowledge-gap brief is about the user's own rules)"
@@ -82,8 +90,9 @@ impl DraftTheme {
     /// Parses a theme file's text; `file` names it in messages.
     ///
     /// # Errors
-    /// [`DraftError::ThemeLimits`], [`DraftError::ThemeParse`] or [`DraftError::NoRules`], naming
-    /// the file.
+    /// [`DraftError::ThemeLimits`], [`DraftError::ThemeParse`] (one shape problem),
+    /// [`DraftError::ThemeProblems`] (several, each with its key path) or [`DraftError::NoRules`],
+    /// naming the file.
     pub fn parse(text: &str, file: &str) -> Result<Self, DraftError> {
         skillforge_contract::limits::check_json(text).map_err(|source| {
             DraftError::ThemeLimits {
@@ -91,9 +100,30 @@ impl DraftTheme {
                 source,
             }
         })?;
-        let theme: Self = serde_json::from_str(text).map_err(|source| DraftError::ThemeParse {
-            file: file.to_owned(),
-            source,
+        let theme: Self = serde_json::from_str(text).map_err(|source| {
+            // Several shape problems are listed at once; one keeps the parser's message.
+            let problems: Vec<String> = serde_json::from_str::<serde_json::Value>(text)
+                .ok()
+                .map(|value| {
+                    let schema =
+                        serde_json::to_value(schemars::schema_for!(DraftTheme)).unwrap_or_default();
+                    skillforge_contract::shape::shape_problems(&schema, &value)
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect()
+                })
+                .unwrap_or_default();
+            if problems.len() > 1 {
+                DraftError::ThemeProblems {
+                    file: file.to_owned(),
+                    problems,
+                }
+            } else {
+                DraftError::ThemeParse {
+                    file: file.to_owned(),
+                    source,
+                }
+            }
         })?;
         if theme.rules.iter().all(|r| r.trim().is_empty()) {
             return Err(DraftError::NoRules {
@@ -108,8 +138,10 @@ impl DraftTheme {
 /// the model to keep the rules out of the prompt and fixtures it writes (E-02) and to give a good
 /// and a bad example for the verify's self-test (E-01).
 pub fn draft_prompt(theme: &DraftTheme) -> String {
+    // `task: draft_brief` tells the scripted runtime what to answer (a model reads it as a label).
     let mut p = String::from(
-        "Draft a knowledge-gap eval brief for the theme below: a realistic task where the user's OWN rules decide quality.\n\
+        "task: draft_brief\n\
+         Draft a knowledge-gap eval brief for the theme below: a realistic task where the user's OWN rules decide quality.\n\
          - Write realistic fixtures (a thread, notes, logs) as `setup` files and a prompt in the user's style.\n\
          - Neither the prompt nor any fixture may state or quote a rule: only a skill can carry them.\n\
          - `verify` is a shell command run in the work dir that exits 0 on acceptable output and checks objective rule properties (length caps, forbidden phrases, numbers not in the notes); when the deliverable is the final reply (`output: \"reply\"`) it reads it from $FORGE_FINAL.\n\
@@ -177,6 +209,22 @@ pub fn parse_draft(reply: &str, theme: &DraftTheme) -> Result<KnowledgeGapDraft,
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // Issue 35: a theme file with several problems lists them all, each with its key path.
+    #[test]
+    fn every_problem_of_a_theme_is_reported_at_once() {
+        let e = DraftTheme::parse(r#"{"name": 3, "rule": ["x"]}"#, "t.json")
+            .unwrap_err()
+            .to_string();
+        for want in [
+            "invalid theme `t.json`: 3 problems:",
+            "unknown key `rule`; allowed: `name`, `rules`, `corrections`, `signature`",
+            "`rules`: is required but missing",
+            "`name`: 3 is not a string",
+        ] {
+            assert!(e.contains(want), "{want:?} missing from {e}");
+        }
+    }
 
     fn theme() -> DraftTheme {
         DraftTheme::parse(r#"{"name": "status", "rules": ["never say synergy"], "corrections": ["no, drop the buzzwords"]}"#, "t.json").unwrap()

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use super::arm::ArmPair;
 
 /// A theme signature the recheck matches correction episodes with.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Signature {
     /// The words.
     pub words: Vec<String>,

@@ -51,6 +51,80 @@ pub fn repo_of(spec_path: &Path) -> Result<PathBuf, OptimizeError> {
         })
 }
 
+/// What `optimize init` needs of the project repository before anything is written: a
+/// directory, inside a git work tree, with a commit for the optimization branch to start from
+/// (unless that branch exists already). Returns notes for the person: uncommitted changes to
+/// tracked files (the baseline is measured at HEAD, without them), and each `scope` path that is
+/// not in HEAD's tree (a typo there protects or frees nothing).
+///
+/// # Errors
+/// [`OptimizeError::Invalid`] saying what is wrong and what to do: a missing directory, a
+/// directory that is not a git repository, a repository without a commit.
+pub fn check_repo(repo: &Path, spec: &Spec) -> Result<Vec<String>, OptimizeError> {
+    if !repo.is_dir() {
+        return Err(OptimizeError::Invalid(format!(
+            "the repository directory `{}` does not exist: give the project's directory with --repo DIR",
+            repo.display()
+        )));
+    }
+    if git::git(repo, &["rev-parse", "--show-toplevel"]).is_err() {
+        return Err(OptimizeError::Invalid(format!(
+            "`{}` is not a git repository: the optimize loop works on git branches; run `git init` there and \
+             commit your project (e.g. `git add -A && git commit -m initial`), or give the project with --repo DIR",
+            repo.display()
+        )));
+    }
+    let branch = spec.branch();
+    if !git::branch_exists(repo, &branch) && rev_parse(repo, "HEAD").is_err() {
+        return Err(OptimizeError::Invalid(format!(
+            "the repository `{}` has no commit yet: the optimization branch `{branch}` starts from HEAD; commit your \
+             project first (e.g. `git add -A && git commit -m initial`), then run `optimize init` again",
+            repo.display()
+        )));
+    }
+    let mut notes = Vec::new();
+    let dirty = git::git(repo, &["status", "--porcelain", "--untracked-files=no"])
+        .map(|s| !s.trim().is_empty())
+        .unwrap_or(false);
+    if dirty {
+        notes.push(format!(
+            "note: `{}` has uncommitted changes; the baseline is measured at the last commit, without them \
+             (commit them first to include them)",
+            repo.display()
+        ));
+    }
+    let start = if git::branch_exists(repo, &branch) {
+        branch.as_str()
+    } else {
+        "HEAD"
+    };
+    for (key, list, what) in [
+        (
+            "scope.mutable",
+            &spec.scope.mutable,
+            "experiments may create it; if it is a typo, the code it meant cannot change",
+        ),
+        (
+            "scope.immutable",
+            &spec.scope.immutable,
+            "if it is a typo, the file it meant is not protected",
+        ),
+    ] {
+        for (idx, path) in list.iter().enumerate() {
+            let path = path.trim_end_matches('/');
+            if path.is_empty() || path == "." {
+                continue;
+            }
+            if git::git(repo, &["cat-file", "-e", &format!("{start}:{path}")]).is_err() {
+                notes.push(format!(
+                    "note: `{key}[{idx}]` `{path}` is not in the repository at {start} ({what})"
+                ));
+            }
+        }
+    }
+    Ok(notes)
+}
+
 /// Reads `run.yaml`.
 ///
 /// # Errors
@@ -91,13 +165,7 @@ pub async fn init(
     let spec = &ctx.spec;
     let branch = spec.branch();
     let created_branch = !git::branch_exists(&ctx.repo, &branch);
-    if created_branch && rev_parse(&ctx.repo, "HEAD").is_err() {
-        return Err(OptimizeError::Invalid(format!(
-            "the repository `{}` has no commit yet: the optimization branch `{branch}` starts from HEAD; commit your \
-             project first (e.g. `git add -A && git commit -m initial`), then run `optimize init` again",
-            ctx.repo.display()
-        )));
-    }
+    check_repo(&ctx.repo, spec)?;
     if created_branch {
         git::git(&ctx.repo, &["branch", &branch, "HEAD"])?;
     }
@@ -180,8 +248,20 @@ async fn init_inner(
                 baseline.diagnostics = out.diagnostics;
             }
             Sample::Failed(m) => {
+                let why = match m {
+                    super::decide::Measured::Error(reason) => reason,
+                    super::decide::Measured::Timeout => format!(
+                        "it ran past measurement.timeout_seconds ({} s)",
+                        spec.measurement.timeout_secs()
+                    ),
+                    super::decide::Measured::Censored => {
+                        "it exited 125, the censor marker (no sample)".to_owned()
+                    }
+                    super::decide::Measured::Ok => "no sample".to_owned(),
+                };
                 return Err(OptimizeError::Env(format!(
-                    "baseline measurement of `{}` failed: {m:?}",
+                    "baseline measurement of `{}` failed at the last commit: {why}; run the command \
+                     in a clean checkout of it to see why (a file it needs may be uncommitted)",
                     spec.measurement.command
                 )));
             }

@@ -502,25 +502,39 @@ pub struct Objective {
 }
 
 impl Spec {
-    /// Parses and validates spec text; `file` names it in errors.
+    /// Parses and validates spec text; `file` names it in errors. Every problem is reported at
+    /// once: first every shape problem (unknown and missing keys, wrong types, values outside an
+    /// enum) against the spec's JSON Schema (`skillforge schema optimize-spec`), then, when the
+    /// shape is right, every failed semantic check.
     ///
     /// # Errors
-    /// [`OptimizeError::Invalid`] naming the key path and the file.
+    /// [`OptimizeError::Invalid`] naming the file and, per problem, the key path and what is
+    /// allowed (`invalid spec `F`: 3 problems:` then one `  - `key`: …` line each).
     pub fn parse(text: &str, file: &str) -> Result<Self, OptimizeError> {
         super::check_yaml(text, &format!("invalid spec `{file}`:"))?;
         let de = serde_norway::Deserializer::from_str(text);
-        let spec: Spec = serde_path_to_error::deserialize(de).map_err(|e| {
-            let path = e.path().to_string();
-            let inner = e.into_inner().to_string();
-            OptimizeError::Invalid(if path == "." || path.is_empty() {
-                format!("invalid spec `{file}`: {inner}")
-            } else {
-                format!("invalid spec `{file}`: `{path}`: {inner}")
-            })
-        })?;
-        spec.validate().map_err(|(key, message)| {
-            OptimizeError::Invalid(format!("invalid spec `{file}`: `{key}`: {message}"))
-        })?;
+        let spec: Spec = match serde_path_to_error::deserialize(de) {
+            Ok(spec) => spec,
+            Err(e) => {
+                // Every shape problem at once when there are several (the schema is generated from
+                // these types, so it refuses what they refuse); one keeps serde's own message.
+                let shape = shape_problems(text);
+                if shape.len() > 1 {
+                    return Err(problems_error(file, shape));
+                }
+                let path = e.path().to_string();
+                let inner = e.into_inner().to_string();
+                return Err(OptimizeError::Invalid(if path == "." || path.is_empty() {
+                    format!("invalid spec `{file}`: {inner}")
+                } else {
+                    format!("invalid spec `{file}`: `{path}`: {inner}")
+                }));
+            }
+        };
+        let problems = spec.problems();
+        if !problems.is_empty() {
+            return Err(problems_error(file, problems));
+        }
         Ok(spec)
     }
 
@@ -584,8 +598,11 @@ impl Spec {
         format!("optimize-exp/{}/exp-{n:03}", self.name)
     }
 
-    fn validate(&self) -> Result<(), (String, String)> {
-        let bad = |key: &str, message: &str| Err((key.to_owned(), message.to_owned()));
+    /// Every failed semantic check as `(key path, message)`, in the spec's order.
+    fn problems(&self) -> Vec<(String, String)> {
+        let mut problems: Vec<(String, String)> = Vec::new();
+        let mut bad =
+            |key: &str, message: &str| problems.push((key.to_owned(), message.to_owned()));
         let name_ok = !self.name.is_empty()
             && self
                 .name
@@ -598,26 +615,26 @@ impl Spec {
                 .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "._-".contains(c))
             && !self.name.contains("..");
         if !name_ok {
-            return bad(
+            bad(
                 "name",
                 "must match [a-z0-9][a-z0-9._-]* (it names git branches)",
             );
         }
         if self.description.trim().is_empty() {
-            return bad("description", "must not be empty");
+            bad("description", "must not be empty");
         }
         if self.metric.primary.name.trim().is_empty() {
-            return bad("metric.primary.name", "must not be empty");
+            bad("metric.primary.name", "must not be empty");
         }
         if let Some(m) = self.metric.min_relative_change
             && !(m.is_finite() && m >= 0.0)
         {
-            return bad("metric.min_relative_change", "must be a number >= 0");
+            bad("metric.min_relative_change", "must be a number >= 0");
         }
         let mut seen = BTreeSet::new();
         for (idx, o) in self.metric.objectives.iter().enumerate() {
             if !seen.insert(o.name.as_str()) {
-                return bad(
+                bad(
                     &format!("metric.objectives[{idx}].name"),
                     &format!("duplicate objective `{}`", o.name),
                 );
@@ -625,64 +642,66 @@ impl Spec {
         }
         if !self.metric.objectives.is_empty() && !self.metric.objectives.iter().any(|o| o.required)
         {
-            return bad(
+            bad(
                 "metric.objectives",
                 "at least one objective must be required",
             );
         }
         for (idx, gate) in self.metric.degenerate_gates.iter().enumerate() {
             if let Err(e) = super::gates::Gate::parse(gate) {
-                return bad(&format!("metric.degenerate_gates[{idx}]"), &e.to_string());
+                bad(&format!("metric.degenerate_gates[{idx}]"), &e.to_string());
             }
         }
         match (&self.metric.judge, self.metric.primary.kind) {
             (None, MetricKind::Judge) => {
-                return bad(
+                bad(
                     "metric.judge",
                     "is required when metric.primary.type is judge",
                 );
             }
             (Some(j), _) => {
                 if j.batch_size == 0 {
-                    return bad("metric.judge.batch_size", "must be at least 1");
+                    bad("metric.judge.batch_size", "must be at least 1");
                 }
                 if j.sample_size == 0 {
-                    return bad("metric.judge.sample_size", "must be at least 1");
+                    bad("metric.judge.sample_size", "must be at least 1");
                 }
                 if j.confirmation_seed == Some(j.sample_seed) {
-                    return bad(
+                    bad(
                         "metric.judge.confirmation_seed",
                         "must differ from sample_seed",
                     );
                 }
                 if j.rubric.trim().is_empty() {
-                    return bad("metric.judge.rubric", "must not be empty");
+                    bad("metric.judge.rubric", "must not be empty");
                 }
-                j.model_for(&self.execution)?;
+                if let Err((key, message)) = j.model_for(&self.execution) {
+                    bad(&key, &message);
+                }
             }
             (None, MetricKind::Hard) => {}
         }
         if self.measurement.command.trim().is_empty() {
-            return bad("measurement.command", "must not be empty");
+            bad("measurement.command", "must not be empty");
         }
         if self.measurement.timeout_seconds == Some(0) {
-            return bad("measurement.timeout_seconds", "must be at least 1");
+            bad("measurement.timeout_seconds", "must be at least 1");
         }
         if self
             .measurement
             .noise_floor_samples
             .is_some_and(|n| !(2..=100).contains(&n))
         {
-            return bad(
+            bad(
                 "measurement.noise_floor_samples",
                 "must be 2 to 100 (repeated baseline measurements; one says nothing about noise)",
             );
         }
         if self.measurement.stability.repeat_count == Some(0) {
-            return bad("measurement.stability.repeat_count", "must be at least 1");
+            bad("measurement.stability.repeat_count", "must be at least 1");
         }
         if self.scope.mutable.is_empty() {
-            return bad("scope.mutable", "must list at least one path");
+            bad("scope.mutable", "must list at least one path");
         }
         for (key, list) in [
             ("scope.mutable", &self.scope.mutable),
@@ -690,7 +709,7 @@ impl Spec {
         ] {
             for (idx, p) in list.iter().enumerate() {
                 if p.starts_with('/') || p.split('/').any(|c| c == "..") || p.trim().is_empty() {
-                    return bad(
+                    bad(
                         &format!("{key}[{idx}]"),
                         "must be a relative path inside the repository",
                     );
@@ -698,10 +717,10 @@ impl Spec {
             }
         }
         if self.execution.max_concurrent == 0 {
-            return bad("execution.max_concurrent", "must be at least 1");
+            bad("execution.max_concurrent", "must be at least 1");
         }
         if self.execution.max_experiments_per_tick == Some(0) {
-            return bad("execution.max_experiments_per_tick", "must be at least 1");
+            bad("execution.max_experiments_per_tick", "must be at least 1");
         }
         for (key, v) in [
             ("stopping.max_hours", self.stopping.max_hours),
@@ -714,16 +733,52 @@ impl Spec {
             if let Some(v) = v
                 && !(v.is_finite() && v >= 0.0)
             {
-                return bad(key, "must be a number >= 0");
+                bad(key, "must be a number >= 0");
             }
         }
         for (idx, h) in self.hypotheses.iter().enumerate() {
             if let Err(e) = h.validate() {
-                return bad(&format!("hypotheses[{idx}].{}", e.0), &e.1);
+                bad(&format!("hypotheses[{idx}].{}", e.0), &e.1);
             }
         }
-        Ok(())
+        problems
     }
+}
+
+/// The shape problems of spec text against the spec's JSON Schema, as `(key path, message)`.
+fn shape_problems(text: &str) -> Vec<(String, String)> {
+    let Ok(value) = serde_norway::from_str::<serde_json::Value>(text) else {
+        return Vec::new();
+    };
+    let schema = serde_json::to_value(schemars::schema_for!(Spec)).unwrap_or_default();
+    skillforge_contract::shape::shape_problems(&schema, &value)
+        .into_iter()
+        .map(|p| (p.path, p.message))
+        .collect()
+}
+
+/// One problem keeps the single-line message; several become a list, one line each.
+fn problems_error(file: &str, mut problems: Vec<(String, String)>) -> OptimizeError {
+    let line = |(key, message): &(String, String)| {
+        if key.is_empty() {
+            message.clone()
+        } else {
+            format!("`{key}`: {message}")
+        }
+    };
+    if problems.len() == 1 {
+        let only = problems.remove(0);
+        return OptimizeError::Invalid(format!("invalid spec `{file}`: {}", line(&only)));
+    }
+    OptimizeError::Invalid(format!(
+        "invalid spec `{file}`: {} problems:\n{}",
+        problems.len(),
+        problems
+            .iter()
+            .map(|p| format!("  - {}", line(p)))
+            .collect::<Vec<_>>()
+            .join("\n")
+    ))
 }
 
 #[cfg(test)]
@@ -820,6 +875,39 @@ stopping: { max_iterations: 10, plateau_iterations: 5, target_reached: true }
             format!("{SPEC}hypotheses:\n  - {{ description: d, category: c, priority: high }}\n"),
             &["hypotheses[0]", "opportunity"],
         );
+    }
+
+    // Issue 35: one parse lists every problem: shape problems together (unknown keys with the
+    // allowed ones, a missing key, a value outside an enum), then every semantic one.
+    #[test]
+    fn every_problem_of_a_spec_is_reported_at_once() {
+        let text = SPEC
+            .replace("max_concurrent: 4", "max_concurent: 4")
+            .replace("direction: minimize", "direction: down")
+            .replace("  command: sh measure.sh\n", "  extra: 1\n");
+        let e = Spec::parse(&text, "x/ops.yaml").unwrap_err().to_string();
+        for want in [
+            "invalid spec `x/ops.yaml`: 4 problems:",
+            "  - `execution`: unknown key `max_concurent`; allowed: `mode`, ",
+            "  - `metric.primary.direction`: `down` is not allowed; one of: `maximize`, `minimize`",
+            "  - `measurement`: unknown key `extra`; allowed: `command`, ",
+            "  - `measurement.command`: is required but missing",
+        ] {
+            assert!(e.contains(want), "{want:?} missing from {e}");
+        }
+        let text = SPEC
+            .replace("name: ops\n", "name: Ops Run\n")
+            .replace("mutable: [src]", "mutable: [../up]")
+            .replace("max_concurrent: 4", "max_concurrent: 0");
+        let e = Spec::parse(&text, "x/ops.yaml").unwrap_err().to_string();
+        for want in [
+            "3 problems:",
+            "  - `name`: must match",
+            "  - `scope.mutable[0]`: must be a relative path",
+            "  - `execution.max_concurrent`: must be at least 1",
+        ] {
+            assert!(e.contains(want), "{want:?} missing from {e}");
+        }
     }
 
     #[test]

@@ -24,7 +24,7 @@
 
 mod harvest;
 mod history;
-mod reviewer;
+pub(crate) mod reviewer;
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -370,7 +370,7 @@ pub async fn run(ctx: &Context, args: DemoArgs) -> CliResult {
     out.step(
         4,
         &format!(
-            "{} ranked {} items by its rule (names the changed files > shorter > label) → {}",
+            "{} (the demo's stand-in for a person) ranked {} items by its rule (names the changed files > shorter > label) → {}",
             reviewer::DEMO_REVIEWER,
             done.n_items,
             packet.join(skillforge_contract::FEEDBACK_FILE).display()

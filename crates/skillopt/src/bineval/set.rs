@@ -202,23 +202,49 @@ pub fn parse(file: &str, text: &str, is_json: bool) -> Result<QuestionSet, Binev
         skillforge_contract::limits::check_yaml(text)
     };
     limits.map_err(|e| invalid(format!("the question set {e}")))?;
-    let raw: RawSet = if is_json {
-        serde_json::from_str(text).map_err(|e| invalid(e.to_string()))?
+    let parsed: Result<RawSet, String> = if is_json {
+        serde_json::from_str(text).map_err(|e| e.to_string())
     } else {
-        serde_norway::from_str(text).map_err(|e| invalid(e.to_string()))?
+        serde_norway::from_str(text).map_err(|e| e.to_string())
     };
+    let raw = match parsed {
+        Ok(raw) => raw,
+        Err(message) => {
+            // Every shape problem at once when there are several (unknown keys with the allowed
+            // ones, wrong types); one alone keeps the parser's message, which names its line.
+            let value: Result<serde_json::Value, String> = if is_json {
+                serde_json::from_str(text).map_err(|e| e.to_string())
+            } else {
+                serde_norway::from_str(text).map_err(|e| e.to_string())
+            };
+            if let Ok(value) = value {
+                let schema = serde_json::to_value(schema()).unwrap_or_default();
+                let shape: Vec<String> =
+                    skillforge_contract::shape::shape_problems(&schema, &value)
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect();
+                if shape.len() > 1 {
+                    return Err(several(file, shape));
+                }
+            }
+            return Err(invalid(message));
+        }
+    };
+    let mut problems: Vec<String> = Vec::new();
     if let Some(v) = raw.version.filter(|v| *v != 1) {
-        return Err(invalid(format!(
-            "version {v} is not supported (expected 1)"
-        )));
+        problems.push(format!("version {v} is not supported (expected 1)"));
     }
     if raw.dimensions.is_empty() {
-        return Err(invalid("no dimensions".to_owned()));
+        problems.push("no dimensions".to_owned());
     }
-    let weight = |w: Option<f64>, what: String| match w {
-        None => Ok(1.0),
-        Some(w) if w.is_finite() && w > 0.0 => Ok(w),
-        Some(w) => Err(invalid(format!("{what}: weight {w} is not a number > 0"))),
+    let weight = |w: Option<f64>, what: String, problems: &mut Vec<String>| match w {
+        None => 1.0,
+        Some(w) if w.is_finite() && w > 0.0 => w,
+        Some(w) => {
+            problems.push(format!("{what}: weight {w} is not a number > 0"));
+            1.0
+        }
     };
     let mut ids = BTreeSet::new();
     let mut names = BTreeSet::new();
@@ -226,50 +252,47 @@ pub fn parse(file: &str, text: &str, is_json: bool) -> Result<QuestionSet, Binev
     for (d_idx, d) in raw.dimensions.into_iter().enumerate() {
         let name = d.name.trim().to_owned();
         if name.is_empty() {
-            return Err(invalid(format!("dimension {} has no name", d_idx + 1)));
-        }
-        if !names.insert(name.clone()) {
-            return Err(invalid(format!("dimension `{name}` appears twice")));
+            problems.push(format!("dimension {} has no name", d_idx + 1));
+        } else if !names.insert(name.clone()) {
+            problems.push(format!("dimension `{name}` appears twice"));
         }
         if d.questions.is_empty() {
-            return Err(invalid(format!("dimension `{name}` has no questions")));
+            problems.push(format!("dimension `{name}` has no questions"));
         }
-        let d_weight = weight(d.weight, format!("dimension `{name}`"))?;
+        let d_weight = weight(d.weight, format!("dimension `{name}`"), &mut problems);
         let mut questions = Vec::with_capacity(d.questions.len());
         for (q_idx, q) in d.questions.into_iter().enumerate() {
             let id = q.id.trim().to_owned();
             if id.is_empty() {
-                return Err(invalid(format!(
-                    "dimension `{name}`, question {}: no id",
-                    q_idx + 1
-                )));
-            }
-            if !ids.insert(id.clone()) {
-                return Err(invalid(format!(
+                problems.push(format!("dimension `{name}`, question {}: no id", q_idx + 1));
+            } else if !ids.insert(id.clone()) {
+                problems.push(format!(
                     "question id `{id}` appears twice (ids are unique across the whole set)"
-                )));
+                ));
             }
             if q.text.trim().is_empty() {
-                return Err(invalid(format!("question `{id}`: no text")));
+                problems.push(format!("question `{id}`: no text"));
             }
-            let compile = |patterns: Vec<String>| -> Result<Vec<Regex>, BinevalError> {
+            let mut compile = |patterns: Vec<String>| -> Vec<Regex> {
                 patterns
                     .iter()
-                    .map(|p| {
-                        Regex::new(p).map_err(|e| {
-                            invalid(format!("question `{id}`: invalid regex `{p}`: {e}"))
-                        })
+                    .filter_map(|p| match Regex::new(p) {
+                        Ok(r) => Some(r),
+                        Err(e) => {
+                            problems.push(format!("question `{id}`: invalid regex `{p}`: {e}"));
+                            None
+                        }
                     })
                     .collect()
             };
             let assertions = Assertions {
                 contains: q.contains.into_vec(),
                 not_contains: q.not_contains.into_vec(),
-                regex: compile(q.regex.into_vec())?,
-                not_regex: compile(q.not_regex.into_vec())?,
+                regex: compile(q.regex.into_vec()),
+                not_regex: compile(q.not_regex.into_vec()),
             };
             questions.push(Question {
-                weight: weight(q.weight, format!("question `{id}`"))?,
+                weight: weight(q.weight, format!("question `{id}`"), &mut problems),
                 id,
                 text: q.text.trim().to_owned(),
                 violation_example: q.violation_example.trim().to_owned(),
@@ -282,10 +305,30 @@ pub fn parse(file: &str, text: &str, is_json: bool) -> Result<QuestionSet, Binev
             questions,
         });
     }
-    Ok(QuestionSet {
-        kind: raw.template_or_task_kind,
-        dimensions,
-    })
+    match problems.len() {
+        0 => Ok(QuestionSet {
+            kind: raw.template_or_task_kind,
+            dimensions,
+        }),
+        1 => Err(invalid(problems.remove(0))),
+        _ => Err(several(file, problems)),
+    }
+}
+
+/// Several problems of one set, one line each.
+fn several(file: &str, problems: Vec<String>) -> BinevalError {
+    BinevalError::Set {
+        file: file.to_owned(),
+        message: format!(
+            "{} problems:\n{}",
+            problems.len(),
+            problems
+                .iter()
+                .map(|p| format!("  - {p}"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        ),
+    }
 }
 
 #[cfg(test)]
@@ -403,5 +446,37 @@ dimensions:
             "unknown field `violation_exampel`",
         );
         check("dimensions: [", "");
+    }
+
+    // S-42, issue 35: a set with several problems lists them all, shape problems together and
+    // rule problems together, each naming its dimension or question.
+    #[test]
+    fn s42_every_problem_of_a_question_set_is_reported_at_once() {
+        let text = SEED_SET
+            .replace("violation_example:", "violation_exampel:")
+            .replace("    weight: 2\n", "    weight: heavy\n")
+            .replace("template_or_task_kind", "kind");
+        let e = parse("sets/b.yml", &text, false).unwrap_err().to_string();
+        for want in [
+            "invalid question set `sets/b.yml`: 3 problems:",
+            "unknown key `kind`; allowed: `version`, `template_or_task_kind`, `dimensions`",
+            "`dimensions[0].questions[0]`: unknown key `violation_exampel`",
+            "`dimensions[0].weight`: `heavy` is not",
+        ] {
+            assert!(e.contains(want), "{want:?} missing from {e}");
+        }
+        let text = SEED_SET
+            .replace("id: no_todo", "id: has_test")
+            .replace("weight: 2", "weight: 0")
+            .replace("contains: \"func Test\"", "regex: \"(\"");
+        let e = parse("sets/b.yml", &text, false).unwrap_err().to_string();
+        for want in [
+            "3 problems:",
+            "dimension `correctness`: weight 0",
+            "question `has_test`: invalid regex",
+            "question id `has_test` appears twice",
+        ] {
+            assert!(e.contains(want), "{want:?} missing from {e}");
+        }
     }
 }

@@ -4,7 +4,7 @@
 //! It reads the whole prompt, recognises header lines anywhere in it (first occurrence wins):
 //!
 //! ```text
-//! task: generate_options     # generate_options | answer | judge; answer when absent
+//! task: generate_options     # generate_options | answer | judge | draft_brief; answer when absent
 //! options: 4                 # option count for generate_options, 1..=26, default 4
 //! skills: commit-message, code-review   # skills offered to the agent
 //! load: commit-message       # which offered skills it loads; all offered when absent, none when empty
@@ -13,10 +13,14 @@
 //! and treats every other non-empty line as input. Output is derived from the SHA-256 of the
 //! prompt only, so the same prompt gives the same bytes:
 //!
-//! * `generate_options`: `{"options":[{"label":"a","content":"..."}, ...]}`, each content a
-//!   different style quoting different input lines;
+//! * `generate_options`: `{"options":[{"label":"a","content":"..."}, ...]}`; when the prompt
+//!   holds a unified diff (`diff --git` lines), each option is a different summary of that diff
+//!   (its subject, the files it touches with their added and removed lines, [`DiffSummary`]);
+//!   otherwise each content is a different style quoting different input lines;
 //! * `judge`: `{"verdict":"a"|"b"|"tie","reasoning":"..."}`;
-//! * `answer`: one line of text quoting the first input line.
+//! * `answer`: one line of text quoting the first input line;
+//! * `draft_brief`: a knowledge-gap draft `{"brief", "rules", "good_example", "bad_example"}` for
+//!   the theme of an `eval forge --mode corrections` drafting prompt (see [`draft_brief`]).
 //!
 //! [`scripted_transcript`] wraps that in the `scripted_jsonl` transcript the runner parses.
 //! [`scripted_run`] adds the behaviours of an agent in a work directory ([`directive`]): skills
@@ -57,6 +61,8 @@ pub enum ScriptedTask {
     Answer,
     /// Pick the better of options `a` and `b`, or `tie`.
     Judge,
+    /// Draft a knowledge-gap brief for the theme of a drafting prompt ([`draft_brief`]).
+    DraftBrief,
 }
 
 /// A prompt as the scripted agent reads it.
@@ -116,9 +122,10 @@ pub fn parse_scripted_prompt(prompt: &str) -> Result<ScriptedPrompt<'_>, AgentEr
         None | Some("answer") => ScriptedTask::Answer,
         Some("generate_options") => ScriptedTask::GenerateOptions { n_options },
         Some("judge") => ScriptedTask::Judge,
+        Some("draft_brief") => ScriptedTask::DraftBrief,
         Some(other) => {
             return Err(AgentError::Scripted(format!(
-                "unknown task `{other}` (expected generate_options, answer or judge)"
+                "unknown task `{other}` (expected generate_options, answer, judge or draft_brief)"
             )));
         }
     };
@@ -169,7 +176,11 @@ pub fn run_scripted(prompt: &str, task: ScriptedTask) -> String {
         });
     match task {
         ScriptedTask::GenerateOptions { n_options } => {
-            generate_options(&digest, &input_lines, n_options.clamp(1, MAX_N_OPTIONS))
+            let n_options = n_options.clamp(1, MAX_N_OPTIONS);
+            match DiffSummary::read(prompt) {
+                Some(diff) => diff.options(&digest, n_options),
+                None => generate_options(&digest, &input_lines, n_options),
+            }
         }
         ScriptedTask::Judge => {
             let verdict = ["a", "b", "tie"][usize::from(digest[1]) % 3];
@@ -183,6 +194,7 @@ pub fn run_scripted(prompt: &str, task: ScriptedTask) -> String {
             serde_json::json!({ "verdict": verdict, "reasoning": reasoning, ASSESSED_KEY: false })
                 .to_string()
         }
+        ScriptedTask::DraftBrief => draft_brief(prompt),
         ScriptedTask::Answer => match input_lines.first() {
             Some(first) => format!(
                 "scripted answer {tag}: {} ({} input lines)",
@@ -191,6 +203,301 @@ pub fn run_scripted(prompt: &str, task: ScriptedTask) -> String {
             ),
             None => format!("scripted answer {tag}: the prompt is empty"),
         },
+    }
+}
+
+/// Most words a reply may have under the scripted draft's verify.
+pub const DRAFT_WORD_CAP: usize = 40;
+
+/// The scripted stand-in's knowledge-gap draft for a drafting prompt (`task: draft_brief`): the
+/// theme's name from its `## Theme: NAME` line and its rules from the `- RULE` lines under `###
+/// The user's rules`, echoed as the draft's `rules`. It cannot read the rules, so its brief is a
+/// fixed short-status task whose verify is a word cap ([`DRAFT_WORD_CAP`]) with a good example
+/// under it and a bad one over it, and its rubric says it is the scripted stand-in's; the forge's
+/// own checks (rules kept out, the self-test) run on it as on a model's. A `scripted: reply`
+/// directive (in a correction) still wins. Deterministic in the prompt.
+pub fn draft_brief(prompt: &str) -> String {
+    let mut name = "theme";
+    let mut rules: Vec<&str> = Vec::new();
+    let mut in_rules = false;
+    for line in prompt.lines().map(str::trim) {
+        if let Some(n) = line.strip_prefix("## Theme:") {
+            name = n.trim();
+        } else if line.starts_with("###") {
+            in_rules = line == "### The user's rules";
+        } else if in_rules && let Some(rule) = line.strip_prefix("- ") {
+            rules.push(rule.trim());
+        }
+    }
+    let slug: String = name
+        .to_lowercase()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect::<String>()
+        .split('-')
+        .filter(|p| !p.is_empty())
+        .collect::<Vec<_>>()
+        .join("-");
+    let slug = if slug.is_empty() {
+        "theme".to_owned()
+    } else {
+        slug
+    };
+    let id: String = format!("kg-{slug}").chars().take(80).collect();
+    let bad = "Here is everything that happened this week, item by item and with the full \
+               context for each: we shipped the release after two rounds of review, we fixed the \
+               login bug that some users reported, and we started the cache work that is still \
+               under review today.";
+    serde_json::json!({
+        "brief": {
+            "id": id,
+            "prompt": "Read notes.md and write the team's status update for this week.",
+            "setup": {"notes.md": "- shipped release 1.2\n- fixed the login bug\n- started the user cache\n"},
+            "verify": format!("test \"$(wc -w < \"$FORGE_FINAL\")\" -le {DRAFT_WORD_CAP}"),
+            "rubric": format!("Which reply would the user accept without correcting it (theme `{name}`; drafted by the scripted stand-in, which cannot read rules: a word cap only)?"),
+            "output": "reply",
+        },
+        "rules": rules,
+        "good_example": "Shipped 1.2, fixed login, cache started.",
+        "bad_example": bad,
+    })
+    .to_string()
+}
+
+/// A unified diff in a prompt, as the scripted agent summarises it: the change's subject (a
+/// `commit SHA — SUBJECT` line, else an `Item ID — TITLE` line) and the files it touches with
+/// their line counts. A diff region starts at a `diff --git a/P b/P` line and ends at the first
+/// empty line. When the prompt also holds a `git show --stat` block, its per-file counts and its
+/// `N files changed, X insertions(+), Y deletions(-)` line are used (they cover a diff cut short);
+/// otherwise the `+`/`-` lines of the diff are counted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiffSummary {
+    /// What the change is, in the author's words.
+    pub subject: String,
+    /// `(path, counts as words)` in order: `+A -R` from the diff, `N lines` from a stat line.
+    pub files: Vec<(String, String)>,
+    /// `(lines added, lines removed)` of the whole change.
+    pub totals: (usize, usize),
+}
+
+impl DiffSummary {
+    /// The diff of `prompt`, when it holds one.
+    pub fn read(prompt: &str) -> Option<Self> {
+        let mut subject = None;
+        let mut title = None;
+        let mut diff: Vec<(String, usize, usize)> = Vec::new();
+        let mut stat: Vec<(String, usize)> = Vec::new();
+        let mut stat_totals = None;
+        let mut in_diff = false;
+        for line in prompt.lines() {
+            if let Some(rest) = line.strip_prefix("diff --git a/") {
+                in_diff = true;
+                let path = rest.split(" b/").next().unwrap_or(rest).to_owned();
+                diff.push((path, 0, 0));
+                continue;
+            }
+            if line.is_empty() {
+                in_diff = false;
+                continue;
+            }
+            if in_diff {
+                if let Some(last) = diff.last_mut() {
+                    if line.starts_with('+') && !line.starts_with("+++") {
+                        last.1 += 1;
+                    } else if line.starts_with('-') && !line.starts_with("---") {
+                        last.2 += 1;
+                    }
+                }
+                continue;
+            }
+            let line = line.trim();
+            if let Some((path, rest)) = line.split_once(" | ")
+                && let Some(n) = rest.split_whitespace().next().and_then(|n| n.parse().ok())
+            {
+                stat.push((path.trim().to_owned(), n));
+            } else if line.contains(" changed") && line.contains("file") {
+                let count = |word: &str| {
+                    line.split(", ")
+                        .find(|part| part.contains(word))
+                        .and_then(|part| part.split_whitespace().next())
+                        .and_then(|n| n.parse::<usize>().ok())
+                        .unwrap_or(0)
+                };
+                stat_totals = Some((count("insertion"), count("deletion")));
+            } else if subject.is_none()
+                && let Some(rest) = line.strip_prefix("commit ")
+                && let Some((_, s)) = rest.split_once(" — ")
+            {
+                subject = Some(s.trim().to_owned());
+            } else if title.is_none()
+                && let Some(rest) = line.strip_prefix("Item ")
+                && let Some((_, t)) = rest.split_once(" — ")
+            {
+                title = Some(t.trim().to_owned());
+            }
+        }
+        if diff.is_empty() {
+            return None;
+        }
+        let (files, totals) = match stat_totals {
+            Some(totals) if !stat.is_empty() => {
+                // `--stat` shortens long paths to `.../tail`: the diff's header names them whole.
+                let files = stat
+                    .into_iter()
+                    .map(|(path, n)| {
+                        let tail = path.trim_start_matches("...");
+                        let whole = diff
+                            .iter()
+                            .map(|(p, _, _)| p)
+                            .find(|p| p.ends_with(tail))
+                            .cloned()
+                            .unwrap_or(path);
+                        (whole, format!("{n} line{}", if n == 1 { "" } else { "s" }))
+                    })
+                    .collect();
+                (files, totals)
+            }
+            _ => {
+                let totals = diff
+                    .iter()
+                    .fold((0, 0), |(a, r), (_, fa, fr)| (a + fa, r + fr));
+                let files = diff
+                    .into_iter()
+                    .map(|(p, a, r)| (p, format!("+{a} -{r}")))
+                    .collect();
+                (files, totals)
+            }
+        };
+        let subject = subject
+            .or(title)
+            .unwrap_or_else(|| "Change the code".to_owned());
+        Some(Self {
+            subject: sentence(&subject),
+            files,
+            totals,
+        })
+    }
+
+    /// `n_options` different summaries, the first style chosen by the prompt's digest.
+    pub fn options(&self, digest: &[u8; 32], n_options: usize) -> String {
+        let styles: [fn(&Self) -> String; 6] = [
+            Self::one_line,
+            Self::with_files,
+            Self::detailed,
+            Self::bulleted,
+            Self::main_file,
+            Self::what_to_check,
+        ];
+        let base = usize::from(digest[0]);
+        let options: Vec<serde_json::Value> = (0..n_options)
+            .map(|i| {
+                let label = char::from(b'a' + u8::try_from(i).unwrap_or(25)).to_string();
+                let content = styles[(base + i) % styles.len()](self);
+                serde_json::json!({ "label": label, "content": content })
+            })
+            .collect();
+        serde_json::json!({ "options": options }).to_string()
+    }
+
+    fn file_list(&self, max: usize) -> String {
+        let named: Vec<String> = self
+            .files
+            .iter()
+            .take(max)
+            .map(|(p, counts)| format!("{p} ({counts})"))
+            .collect();
+        let rest = self.files.len().saturating_sub(max);
+        match rest {
+            0 => named.join(", "),
+            n => format!(
+                "{} and {n} more file{}",
+                named.join(", "),
+                if n == 1 { "" } else { "s" }
+            ),
+        }
+    }
+
+    fn one_line(&self) -> String {
+        format!("{}.", self.subject)
+    }
+
+    fn with_files(&self) -> String {
+        format!("{}: changes {}.", self.subject, self.file_list(3))
+    }
+
+    fn detailed(&self) -> String {
+        let (added, removed) = self.totals;
+        let n = self.files.len();
+        format!(
+            "{}. The change touches {n} file{} ({added} lines added, {removed} removed): {}.",
+            self.subject,
+            if n == 1 { "" } else { "s" },
+            self.file_list(usize::MAX)
+        )
+    }
+
+    fn bulleted(&self) -> String {
+        let mut text = format!("{}:", self.subject);
+        for (p, counts) in &self.files {
+            text.push_str(&format!("\n- {p}: {counts}"));
+        }
+        text
+    }
+
+    fn main_file(&self) -> String {
+        let size = |counts: &str| -> usize {
+            counts
+                .split(|c: char| !c.is_ascii_digit())
+                .filter_map(|n| n.parse::<usize>().ok())
+                .sum()
+        };
+        let (path, counts) = self
+            .files
+            .iter()
+            .max_by_key(|(_, counts)| size(counts))
+            .cloned()
+            .unwrap_or_default();
+        format!(
+            "Mostly {path} ({counts}): {}.",
+            lowercase_first(&self.subject)
+        )
+    }
+
+    fn what_to_check(&self) -> String {
+        let (_, removed) = self.totals;
+        if removed == 0 {
+            format!(
+                "{}. It only adds lines; check the new code in {}.",
+                self.subject,
+                self.file_list(2)
+            )
+        } else {
+            format!(
+                "{}. It removes {removed} line{}; check nothing still needs them in {}.",
+                self.subject,
+                if removed == 1 { "" } else { "s" },
+                self.file_list(2)
+            )
+        }
+    }
+}
+
+/// `text` as a sentence start: its first letter upper-case, a trailing period dropped.
+fn sentence(text: &str) -> String {
+    let text = text.trim().trim_end_matches('.');
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(c) => c.to_uppercase().chain(chars).collect(),
+        None => String::new(),
+    }
+}
+
+/// `text` with its first letter lower-case (for a subject inside a sentence).
+fn lowercase_first(text: &str) -> String {
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(c) => c.to_lowercase().chain(chars).collect(),
+        None => String::new(),
     }
 }
 
@@ -312,6 +619,7 @@ pub fn scripted_run(
         ScriptedTask::GenerateOptions { .. } => "generate_options",
         ScriptedTask::Answer => "answer",
         ScriptedTask::Judge => "judge",
+        ScriptedTask::DraftBrief => "draft_brief",
     };
     let mut offered = offered;
     for name in &directives.offers {
@@ -376,6 +684,63 @@ mod tests {
     const PROMPT: &str = "task: generate_options\noptions: 3\nskills: commit-message, review\n\
                           load: review, unknown\n\nfix: handle empty diff\nrefactor: split parser\n";
 
+    // Issue 35 item 10: options for an item holding a diff are summaries of that diff.
+    #[test]
+    fn options_for_a_diff_summarise_it() {
+        let prompt = "task: generate_options\noptions: 6\n\nItem c-1 — Summarize 1a2b3c4: add parse\n\
+                      commit 1a2b3c4 — add a number parser\n\n src/parse.rs | 3 +++\n\
+                      diff --git a/src/parse.rs b/src/parse.rs\n--- /dev/null\n+++ b/src/parse.rs\n\
+                      +pub fn parse() {}\n+// two\ndiff --git a/src/lib.rs b/src/lib.rs\n-mod old;\n+mod parse;\n\n\
+                      Template t@v1:\n- a bullet of the template\n";
+        let diff = DiffSummary::read(prompt).expect("a diff");
+        assert_eq!(diff.subject, "Add a number parser");
+        assert_eq!(
+            diff.files,
+            [
+                ("src/parse.rs".to_owned(), "+2 -0".to_owned()),
+                ("src/lib.rs".to_owned(), "+1 -1".to_owned())
+            ]
+        );
+        assert_eq!(diff.totals, (3, 1));
+        let output = run_scripted(prompt, ScriptedTask::GenerateOptions { n_options: 6 });
+        let value: serde_json::Value = serde_json::from_str(&output).unwrap();
+        let contents: Vec<&str> = value["options"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| o["content"].as_str().unwrap())
+            .collect();
+        assert_eq!(contents.len(), 6);
+        assert!(contents.contains(&"Add a number parser."), "{contents:#?}");
+        assert!(
+            contents
+                .iter()
+                .any(|c| c.contains("src/parse.rs (+2 -0), src/lib.rs (+1 -1)")),
+            "{contents:#?}"
+        );
+        for c in &contents {
+            assert!(
+                c.contains("number parser"),
+                "every option says what changed: {c}"
+            );
+            assert!(!c.contains("Option "), "no placeholder: {c}");
+        }
+        assert!(DiffSummary::read("task: generate_options\nno diff here\n").is_none());
+        // A `--stat` block gives the counts of a diff cut short, and whole paths come from it.
+        let cut = "commit 1a2 — big change\n\n .../deep/file.rs | 12 ++++----\n other.rs | 1 +\n \
+                   2 files changed, 9 insertions(+), 4 deletions(-)\n\
+                   diff --git a/very/long/deep/file.rs b/very/long/deep/file.rs\n+x\n… (900 more bytes not shown)\n";
+        let diff = DiffSummary::read(cut).unwrap();
+        assert_eq!(
+            diff.files,
+            [
+                ("very/long/deep/file.rs".to_owned(), "12 lines".to_owned()),
+                ("other.rs".to_owned(), "1 line".to_owned())
+            ]
+        );
+        assert_eq!(diff.totals, (9, 4));
+    }
+
     #[test]
     fn header_lines_are_read_and_input_lines_kept() {
         let parsed = parse_scripted_prompt(PROMPT).expect("parse");
@@ -404,6 +769,10 @@ mod tests {
         check(
             "task: generate_options",
             Ok(ScriptedTask::GenerateOptions { n_options: 4 }),
+        );
+        check(
+            "task: draft_brief\n## Theme: x",
+            Ok(ScriptedTask::DraftBrief),
         );
         check("task: dance", Err("unknown task `dance`"));
         check(

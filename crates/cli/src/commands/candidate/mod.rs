@@ -224,6 +224,23 @@ fn source_words(candidate: &CandidateRow) -> String {
     format!("candidate package {}{by}", candidate.source_path)
 }
 
+/// The reviewers of the ranked feedback of the run the candidate's eval report names, with their
+/// row counts, in name order; none when the report names no run.
+async fn reviewers_of(
+    store: &skillforge_store::Store,
+    candidate: &CandidateRow,
+) -> Result<Vec<(String, usize)>, CliError> {
+    let report = raw_json(&candidate.eval_report_json);
+    let Some(run_id) = report["run_id"].as_str() else {
+        return Ok(Vec::new());
+    };
+    let mut counts = std::collections::BTreeMap::<String, usize>::new();
+    for event in skillforge_store::feedback::list_ranked_events(store.pool(), run_id).await? {
+        *counts.entry(event.reviewer).or_default() += 1;
+    }
+    Ok(counts.into_iter().collect())
+}
+
 async fn show(ctx: &Context, reference: &str) -> CliResult {
     let (store, candidate) = candidate_for(ctx, reference).await?;
     let version = get_version(store.pool(), &candidate.version_id)
@@ -255,8 +272,20 @@ async fn show(ctx: &Context, reference: &str) -> CliResult {
     };
     // Issue 34 item 11: the replay gate runs with their per-item deltas (none ⇒ nothing shown).
     let gate_runs = skillforge_store::gates::gate_runs(store.pool(), &candidate.version_id).await?;
+    // Who reviewed the evidence it was built from (issue 35: the demo's stand-in says it is one).
+    let reviewers = reviewers_of(&store, &candidate).await?;
     if ctx.json {
         let mut out = candidate_json(&candidate);
+        out["reviewers"] = json!(
+            reviewers
+                .iter()
+                .map(|(name, rows)| json!({
+                    "reviewer": name,
+                    "rows": rows,
+                    "stand_in": name == crate::commands::demo::reviewer::DEMO_REVIEWER,
+                }))
+                .collect::<Vec<_>>()
+        );
         if let Some(pace) = &pace {
             out["pace"] = json!(pace);
         }
@@ -284,6 +313,23 @@ async fn show(ctx: &Context, reference: &str) -> CliResult {
             .map_or_else(|| "-".to_owned(), |s| s.to_string())
     );
     println!("preference  {}", candidate.preference_summary);
+    if !reviewers.is_empty() {
+        let words: Vec<String> = reviewers
+            .iter()
+            .map(|(name, rows)| {
+                let what = if name == crate::commands::demo::reviewer::DEMO_REVIEWER {
+                    format!(" ({})", crate::commands::demo::reviewer::STAND_IN_WORDS)
+                } else {
+                    String::new()
+                };
+                format!(
+                    "{name}, {rows} ranked row{}{what}",
+                    if *rows == 1 { "" } else { "s" }
+                )
+            })
+            .collect();
+        println!("reviewers   {}", words.join("; "));
+    }
     if !candidate.decision_reason.is_empty() {
         println!("decision    {}", candidate.decision_reason);
     }

@@ -16,8 +16,9 @@
 //! The ranking is strict (`b > a > c`). Traits follow from the same rule: the best option is
 //! `useful` for naming the changed files (when it names any) and for being the shortest (when
 //! it is); the worst option is `rejected` for naming none of them (when so) and for being the
-//! longest (when so); when nothing else applies, the best option is "ranked first by the demo
-//! rule" and the worst "ranked last by the demo rule", so every ranked item carries evidence.
+//! longest (when so); when neither applies the option gets no trait (the ranking alone is the
+//! evidence: a trait is a line the optimizer may learn, so it must say something about the
+//! option, never name the rule that ranked it).
 //! `required_improvements` ask for what even the best option lacks: every changed file named,
 //! and a summary under [`MAX_SUMMARY_CHARS`] characters.
 
@@ -29,8 +30,13 @@ use skillforge_contract::{
     FEEDBACK_FILE, FeedbackEntry, RankingText, parse_feedback_yml, render_feedback_yml,
 };
 
-/// Reviewer name the demo writes into `feedback.yml`.
-pub const DEMO_REVIEWER: &str = "demo-reviewer";
+/// Reviewer name the demo writes into `feedback.yml`: it says it is a stand-in wherever a
+/// feedback row shows its reviewer (the rows, the training package, the console,
+/// `candidate show`).
+pub const DEMO_REVIEWER: &str = "demo-stand-in";
+/// What `candidate show` says of the demo's reviewer.
+pub const STAND_IN_WORDS: &str =
+    "the demo's stand-in reviewer: a fixed rule, not a person; its rows count as human review";
 /// Longest summary the rule accepts without asking for a shorter one, in characters.
 pub const MAX_SUMMARY_CHARS: usize = 240;
 /// Directory of the per-item files inside a packet.
@@ -46,10 +52,6 @@ pub const NAMES_NO_FILE: &str = "does not name any file the change touches";
 pub const LONGEST: &str = "longer than it needs to be";
 /// Required improvement: name every changed file.
 pub const NAME_EVERY_FILE: &str = "name every file the change touches";
-/// Useful trait when no other applies.
-const RANKED_FIRST: &str = "ranked first by the demo rule";
-/// Rejected trait when no other applies.
-const RANKED_LAST: &str = "ranked last by the demo rule";
 
 /// One item as the packet shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -165,10 +167,9 @@ pub fn review_item(item: &ItemView) -> FeedbackEntry {
         useful.push(SHORTEST.to_owned());
     }
     if ranked.len() > 1 {
-        if useful.is_empty() {
-            useful.push(RANKED_FIRST.to_owned());
+        if !useful.is_empty() {
+            entry.useful_traits.insert(best.label.clone(), useful);
         }
-        entry.useful_traits.insert(best.label.clone(), useful);
         let mut rejected = Vec::new();
         if !item.files.is_empty() && worst.n_files_named == 0 {
             rejected.push(NAMES_NO_FILE.to_owned());
@@ -176,10 +177,9 @@ pub fn review_item(item: &ItemView) -> FeedbackEntry {
         if worst.n_chars == longest && shortest < longest {
             rejected.push(LONGEST.to_owned());
         }
-        if rejected.is_empty() {
-            rejected.push(RANKED_LAST.to_owned());
+        if !rejected.is_empty() {
+            entry.rejected_traits.insert(worst.label.clone(), rejected);
         }
-        entry.rejected_traits.insert(worst.label.clone(), rejected);
     }
     if best.n_files_named < item.files.len() {
         entry.required_improvements.push(NAME_EVERY_FILE.to_owned());
@@ -430,12 +430,10 @@ mod tests {
         );
         let long = "word ".repeat(60);
         let entry = review_item(&item(&[], &[("a", &long), ("b", &long)]));
-        assert_eq!(
-            entry.useful_traits["a"],
-            [RANKED_FIRST],
-            "no rule trait applies to equal options"
+        assert!(
+            entry.useful_traits.is_empty() && entry.rejected_traits.is_empty(),
+            "no trait applies to equal options, and none names the rule: {entry:?}"
         );
-        assert_eq!(entry.rejected_traits["b"], [RANKED_LAST]);
         assert_eq!(
             entry.required_improvements,
             [format!(

@@ -116,6 +116,10 @@ async fn init(ctx: &Context, a: SpecArgs) -> CliResult {
         Some(r) => r.clone(),
         None => run::repo_of(&a.spec).map_err(map_err)?,
     };
+    // What the repository lacks is said before the home is touched (nothing is written then).
+    for note in run::check_repo(&repo, &spec).map_err(map_err)? {
+        eprintln!("{note}");
+    }
     let root = StateRoot::new(&ctx.home, &spec.name);
     let existed = root.root.exists();
     let parent = root.root.parent().map(std::path::Path::to_path_buf);

@@ -238,11 +238,6 @@ fn parse_options(raw: &[String]) -> Result<Vec<(String, PathBuf)>, CliError> {
     Ok(options)
 }
 
-fn read_file(flag: &str, path: &Path) -> Result<Vec<u8>, CliError> {
-    std::fs::read(path)
-        .map_err(|e| CliError::usage(anyhow!("read {flag} file `{}`: {e}", path.display())))
-}
-
 pub(super) async fn item_add(ctx: &Context, args: ItemAddArgs) -> CliResult {
     let item_id = args.item.trim().to_owned();
     if item_id.is_empty() {
@@ -299,10 +294,29 @@ pub(super) async fn item_add(ctx: &Context, args: ItemAddArgs) -> CliResult {
             )));
         }
     }
-    let contents: Vec<Vec<u8>> = files
-        .iter()
-        .map(|(_, path, flag)| read_file(flag, path))
-        .collect::<Result<_, _>>()?;
+    // Every file that cannot be read is named at once (issue 35), before anything is stored.
+    let mut contents: Vec<Vec<u8>> = Vec::with_capacity(files.len());
+    let mut unreadable: Vec<String> = Vec::new();
+    for (_, path, flag) in &files {
+        match std::fs::read(path) {
+            Ok(bytes) => contents.push(bytes),
+            Err(e) => unreadable.push(format!("{flag} file `{}`: {e}", path.display())),
+        }
+    }
+    match unreadable.len() {
+        0 => {}
+        1 => return Err(CliError::usage(anyhow!("read {}", unreadable[0]))),
+        n => {
+            return Err(CliError::usage(anyhow!(
+                "{n} files cannot be read; nothing was added:\n{}",
+                unreadable
+                    .iter()
+                    .map(|u| format!("  - {u}"))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            )));
+        }
+    }
     let blobs = BlobStore::in_home(&ctx.home);
     let mut tx = store.begin().await?;
     let mut new = NewReviewItem {
