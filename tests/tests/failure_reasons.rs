@@ -77,3 +77,18 @@ fn a_command_failing_every_attempt_says_it_was_retried_and_how_to_run_it_once() 
         "one attempt says nothing of retries: {stderr}"
     );
 }
+
+/// Issue 35 item 5: a wait without a terminal (a CI log, a pipe: no spinner) is never silent; a
+/// line every 20 s says what it waits for and for how long.
+#[test]
+fn a_long_wait_without_a_terminal_says_it_goes_on() {
+    let home = Home::embedded();
+    let out = home.run(&["jobs", "submit", "--wait", "--", "sh", "-c", "sleep 21"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with("… ") && l.ends_with(" s so far)"))
+        .unwrap_or_else(|| panic!("no line while waiting:\n{stderr}"));
+    assert!(line.contains("running"), "says the job's state: {line}");
+}

@@ -10,8 +10,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 use skillforge_tests::optimize::{
-    call, experiment_log, experiments, init, jobs_of, measure_branch, optimize, read_yaml,
-    report_text, spawn_run, spawn_worker, spawn_workers, try_init, write_plan, write_spec,
+    call, experiment_log, experiments, init, jobs_of, log_entry, measure_branch, optimize,
+    read_yaml, report_text, spawn_run, spawn_worker, spawn_workers, try_init, write_plan,
+    write_spec,
 };
 use skillforge_tests::{Home, Reaped, git, wait_for};
 use tempfile::TempDir;
@@ -1295,4 +1296,55 @@ fn project_with_bare_origin() -> (tempfile::TempDir, tempfile::TempDir, std::pat
         ],
     );
     (repo, work, origin)
+}
+
+// Issue 35 item 7: a spec that names no `execution.runtime` runs its experiments on the `scripted`
+// stand-in, and says so: `init` and `run` name the key to set, and an experiment the stand-in
+// left unedited is reverted saying why (it read "no change inside scope.mutable remained").
+#[test]
+fn a_spec_without_a_runtime_says_its_experiments_run_on_the_scripted_stand_in() {
+    let repo = project();
+    let work = tempfile::tempdir().unwrap();
+    let spec = write_spec(
+        work.path(),
+        "plain.yaml",
+        &format!(
+            "name: plain\ndescription: fewer operations\n\
+metric:\n  primary: {{ name: ops, direction: minimize }}\n\
+measurement:\n  command: sh measure.sh\n  timeout_seconds: 60\n\
+scope:\n  mutable: [src]\n  immutable: [measure.sh, data]\n\
+stopping: {{ max_iterations: 1 }}\n\
+hypotheses:\n{}",
+            hypothesis(
+                "h-direct",
+                "Add each value directly",
+                "algorithm",
+                "high",
+                0.6
+            )
+        ),
+    );
+    let plan = write_plan(work.path(), &serde_json::json!({"experiments": []}));
+    let home = Home::embedded();
+    let out = try_init(&home, &plan, &spec, repo.path(), false);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("the spec sets no `execution.runtime`")
+            && err.contains("claude, codex or opencode"),
+        "{err}"
+    );
+    let run = optimize(&home, &plan, &["run", "--spec", &spec]);
+    let said = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{said}");
+    assert!(
+        said.contains("the spec sets no `execution.runtime`"),
+        "{said}"
+    );
+    let entry = log_entry(&home, "plain", 1);
+    let text = serde_json::to_string(&entry).unwrap();
+    assert!(
+        text.contains("the worker is the `scripted` stand-in"),
+        "{entry:#}"
+    );
 }

@@ -538,6 +538,13 @@ impl Spec {
         Ok(spec)
     }
 
+    /// Whether spec text names no `execution.runtime` (the loaded spec then runs `scripted`, the
+    /// stand-in with no model, and the CLI says so). False for text that does not parse.
+    pub fn runtime_unset(text: &str) -> bool {
+        serde_norway::from_str::<serde_json::Value>(text)
+            .is_ok_and(|v| v.pointer("/execution/runtime").is_none())
+    }
+
     /// Reads and parses a spec file.
     ///
     /// # Errors

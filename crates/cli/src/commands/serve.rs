@@ -467,16 +467,33 @@ async fn hold_queue_presence(
     let mut token = None;
     let mut said = false;
     loop {
-        match token {
-            None => match backend
-                .acquire_lock(
-                    SERVE_QUEUE_LOCK,
-                    &identity,
-                    SERVE_QUEUE_HEARTBEAT,
-                    SERVE_QUEUE_STALE_AFTER,
-                )
-                .await
-            {
+        // A queue that does not answer retries each call for a long while: a stop never waits
+        // for it (the lock then goes stale on its own).
+        enum Beat<A, R> {
+            Acquire(A),
+            Renew(R),
+        }
+        let beat = async {
+            match token {
+                None => Beat::Acquire(
+                    backend
+                        .acquire_lock(
+                            SERVE_QUEUE_LOCK,
+                            &identity,
+                            SERVE_QUEUE_HEARTBEAT,
+                            SERVE_QUEUE_STALE_AFTER,
+                        )
+                        .await,
+                ),
+                Some(t) => Beat::Renew(backend.renew_lock(SERVE_QUEUE_LOCK, t).await),
+            }
+        };
+        let answer = tokio::select! {
+            () = stop.cancelled() => break,
+            answer = beat => answer,
+        };
+        match answer {
+            Beat::Acquire(acquired) => match acquired {
                 Ok(LockAcquire::Acquired { fencing_token }) => token = Some(fencing_token),
                 // A holder on this host whose process is gone (killed before its lock went
                 // stale) is not another serve: its lock is taken over once stale.
@@ -496,7 +513,7 @@ async fn hold_queue_presence(
                 Ok(LockAcquire::Held(_)) => {}
                 Err(e) => tracing::debug!(error = %e, "serve's queue lock not taken"),
             },
-            Some(t) => match backend.renew_lock(SERVE_QUEUE_LOCK, t).await {
+            Beat::Renew(renewed) => match renewed {
                 Ok(true) => {}
                 Ok(false) => token = None,
                 Err(e) => tracing::debug!(error = %e, "serve's queue lock not renewed"),
@@ -508,7 +525,11 @@ async fn hold_queue_presence(
         }
     }
     if let Some(t) = token {
-        let _ = backend.release_lock(SERVE_QUEUE_LOCK, t).await;
+        let _ = tokio::time::timeout(
+            SERVE_QUEUE_HEARTBEAT * 2,
+            backend.release_lock(SERVE_QUEUE_LOCK, t),
+        )
+        .await;
     }
 }
 

@@ -34,6 +34,8 @@ const NO_WORKER_NOTE_AFTER: Duration = Duration::from_secs(3);
 /// message on Redis), at most this long, growing from the first to the second delay: the
 /// fallback poll for a notification that was lost (e.g. across a Redis restart).
 const POLL_FIRST: Duration = Duration::from_millis(5);
+/// How often a wait without a terminal says it goes on.
+const STILL_WAITING_EVERY: Duration = Duration::from_secs(20);
 /// First wait before a result whose handler failed is offered again while a command waits for
 /// it to be applied; doubles up to [`APPLY_RETRY_MAX`].
 const APPLY_RETRY_FIRST: Duration = Duration::from_millis(100);
@@ -143,6 +145,9 @@ impl<'a> CliJobs<'a> {
             b
         });
         let started = Instant::now();
+        // Without a terminal (a CI log, a pipe) there is no spinner: a line every
+        // STILL_WAITING_EVERY says the wait goes on, so a long one is never silent.
+        let mut next_still_waiting = started + STILL_WAITING_EVERY;
         let mut next_worker_check = started;
         let mut noted_no_worker = false;
         let mut noted_unmet = false;
@@ -176,6 +181,14 @@ impl<'a> CliJobs<'a> {
             }
             if n_done == jobs.len() {
                 break jobs;
+            }
+            if bar.is_none() && !self.ctx.json && Instant::now() >= next_still_waiting {
+                next_still_waiting = Instant::now() + STILL_WAITING_EVERY;
+                eprintln!(
+                    "… {} ({} s so far)",
+                    progress(what, &jobs, n_done),
+                    started.elapsed().as_secs()
+                );
             }
             if local.is_some()
                 && let Some(e) = local_worker_failure(self.queue.name(), &health, &jobs)

@@ -392,8 +392,16 @@ fn worker_spend(wr: &WorkerResult) -> AgentSpend {
 }
 
 /// Why an experiment whose worker left no change inside `scope.mutable` is reverted: the writes
-/// its runtime refused when there were any (issue 38 item 8), else the plain finding.
-pub fn no_change_reason(wr: &WorkerResult) -> String {
+/// its runtime refused when there were any (issue 38 item 8), else the plain finding — for the
+/// `scripted` runtime saying that it is a stand-in that edits only what its directives say.
+pub fn no_change_reason(wr: &WorkerResult, runtime: &str) -> String {
+    if wr.refused.is_empty() && runtime == "scripted" {
+        return "no change inside scope.mutable remained; treated as non-improving (the worker is \
+                the `scripted` stand-in, which edits only what SKILLFORGE_SCRIPTED_EDITS or a \
+                `scripted:` line says: set `execution.runtime` to claude, codex or opencode for a \
+                model)"
+            .into();
+    }
     if wr.refused.is_empty() {
         return "no change inside scope.mutable remained; treated as non-improving".into();
     }
@@ -535,7 +543,7 @@ pub async fn collect(ctx: &Ctx<'_>, log: &mut ExperimentLog, n: u32) -> Result<(
                     entry,
                     Outcome::Reverted,
                     Measured::Ok,
-                    no_change_reason(&wr),
+                    no_change_reason(&wr, &ctx.spec.execution.runtime),
                 );
             }
             if ctx.past_deadline(log) {

@@ -103,6 +103,10 @@ scope:
   immutable: [measure.sh]
 stopping:
   max_iterations: 5
+# Who edits the code in each experiment: `scripted` is a stand-in with no model (it edits only
+# what SKILLFORGE_SCRIPTED_EDITS says, for trying the loop); claude, codex or opencode use a model.
+execution:
+  runtime: scripted
 # The ideas to try first (the loop proposes more as it learns). Each says what to change and
 # why: where the time goes, what you expect to gain and how sure you are. Replace this one.
 hypotheses:

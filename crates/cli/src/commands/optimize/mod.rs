@@ -120,6 +120,9 @@ async fn init(ctx: &Context, a: SpecArgs) -> CliResult {
     for note in run::check_repo(&repo, &spec).map_err(map_err)? {
         eprintln!("{note}");
     }
+    if let Some(note) = runtime_note(&text) {
+        eprintln!("{note}");
+    }
     let root = StateRoot::new(&ctx.home, &spec.name);
     let existed = root.root.exists();
     let parent = root.root.parent().map(std::path::Path::to_path_buf);
@@ -175,6 +178,18 @@ async fn init(ctx: &Context, a: SpecArgs) -> CliResult {
     Ok(OK)
 }
 
+/// The note for a spec that names no `execution.runtime`: its experiments run on the `scripted`
+/// stand-in, which needs no model and edits only what its directives say; said, never assumed
+/// silently (issue 35 item 7).
+fn runtime_note(text: &str) -> Option<String> {
+    Spec::runtime_unset(text).then(|| {
+        "note: the spec sets no `execution.runtime`: experiments run on `scripted`, a stand-in \
+             with no model that edits only what SKILLFORGE_SCRIPTED_EDITS says; set \
+             `execution.runtime` to claude, codex or opencode to have a model edit the code"
+            .to_owned()
+    })
+}
+
 fn machine() -> String {
     std::fs::read_to_string("/etc/hostname")
         .map(|h| h.trim().to_owned())
@@ -195,6 +210,9 @@ async fn run_loop(ctx: &Context, a: SpecArgs, resume: bool) -> CliResult {
     }
     let _lock = RunLock::acquire(&root, if resume { "resume" } else { "run" }, &machine())
         .map_err(map_err)?;
+    if let Some(note) = runtime_note(&text) {
+        eprintln!("{note}");
+    }
     let backend = ctx.queue().await?;
     let jobs = CliJobs::new(ctx, backend.clone(), ctx.store().await?);
     let events = printer(ctx.json);
