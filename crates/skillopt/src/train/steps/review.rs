@@ -27,13 +27,14 @@ pub(crate) async fn publish_review(
 ) -> Result<PathBuf, TrainError> {
     let dir = env.iteration_dir(&session.id, &it.id).join(REVIEW_DIR);
     let blobs = BlobStore::in_home(env.home);
-    let done = crate::packet::export_packet(env.store, &blobs, &it.eval_run_id, &dir, true)
-        .await
-        .map_err(|e| match e {
-            crate::packet::PacketError::Store(s) => TrainError::Store(s),
-            crate::packet::PacketError::Io(m) => TrainError::Env(m),
-            crate::packet::PacketError::Invalid(m) => TrainError::Failed(m),
-        })?;
+    let done =
+        crate::packet::export_packet(env.store, &blobs, env.home, &it.eval_run_id, &dir, true)
+            .await
+            .map_err(|e| match e {
+                crate::packet::PacketError::Store(s) => TrainError::Store(s),
+                crate::packet::PacketError::Io(m) => TrainError::Env(m),
+                crate::packet::PacketError::Invalid(m) => TrainError::Failed(m),
+            })?;
     let mut meta = IterationMeta::parse(&it.metadata_json);
     meta.review.status = "succeeded".into();
     meta.review.path = dir.display().to_string();
