@@ -32,6 +32,16 @@ fn init_writes_a_home_whose_starter_files_are_valid_as_written() {
         out.contains("doctor") && out.contains("template add"),
         "init says what to run next:\n{out}"
     );
+    // Issue 35 item 4: the guide by a path that exists wherever the command runs (this test runs
+    // from a checkout: its absolute path), never the relative `docs/getting-started.md`.
+    let guide = out
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("the guide: "))
+        .unwrap_or_else(|| panic!("where the guide is:\n{out}"));
+    assert!(
+        Path::new(guide).is_absolute() && Path::new(guide).is_file(),
+        "{out}"
+    );
     let h = home.path();
     for (file, schema) in STARTERS {
         let text = read(&h.join(file));
@@ -55,7 +65,8 @@ fn init_writes_a_home_whose_starter_files_are_valid_as_written() {
 
     // The eval brief.
     let brief = h.join("evals/briefs/example-brief.json");
-    ok(&home, &["eval", "brief", "--check", path_arg(&brief)]);
+    let checked = ok(&home, &["eval", "brief", "--check", path_arg(&brief)]);
+    assert!(checked.contains("(1 setup file,"), "{checked}");
 
     // The items file, on the starter skill.
     let items = h.join("train/items.yml");
