@@ -232,11 +232,20 @@ async fn run_loop(ctx: &Context, a: SpecArgs, resume: bool) -> CliResult {
             &json!({"spec": spec.name, "stop_reason": summary.stop_reason, "experiments": summary.experiments, "kept": summary.kept, "report": root.report()}),
         );
     } else {
+        let kept = if summary.kept.is_empty() {
+            "none".to_owned()
+        } else {
+            summary
+                .kept
+                .iter()
+                .map(|n| format!("exp-{n:03}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
         eprintln!(
-            "{}: {} experiment(s), kept {:?}; {reason}; report {}",
+            "{}: {} experiment(s), kept {kept}; {reason}; report {}",
             spec.name,
             summary.experiments,
-            summary.kept,
             root.report().display()
         );
     }

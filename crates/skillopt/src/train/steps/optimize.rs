@@ -358,9 +358,10 @@ async fn settle_failure(
         .or_else(|| {
             job.outcome.as_ref().map(|o| {
                 format!(
-                    "{} (exit {:?}): {}",
+                    "{} (exit {}): {}",
                     o.exit.label(),
-                    o.exit_code,
+                    o.exit_code
+                        .map_or_else(|| "code unknown".to_owned(), |c| c.to_string()),
                     o.stderr_tail.trim()
                 )
             })
