@@ -513,6 +513,79 @@ fn check_junit_and_github_report_each_dimension_with_ruff() {
     );
 }
 
+// Issue 35 item 2: human `check` lists what each tool found under its score line, as
+// `path:line: message (tool)`, at most 10, then how many more `--json` lists.
+#[test]
+fn check_lists_each_finding_under_its_score_in_human_output() {
+    let (repo, base, _) = two_commit_repo();
+    let p = repo.path();
+    git(p, &["checkout", "-q", "-b", "many", &base]);
+    let modules = [
+        "os", "sys", "json", "re", "math", "time", "glob", "shutil", "string", "random", "uuid",
+        "heapq",
+    ];
+    let text: String = modules.iter().map(|m| format!("import {m}\n")).collect();
+    std::fs::write(p.join("many.py"), text).unwrap();
+    git(p, &["add", "-A"]);
+    git(p, &["commit", "-q", "-m", "imports"]);
+    let head = git(p, &["rev-parse", "HEAD"]);
+    let home = Home::embedded();
+    let repo_arg = p.to_str().unwrap();
+    let (code, stdout, stderr) = run(
+        &home,
+        &[
+            "check",
+            "--repo",
+            repo_arg,
+            "--base",
+            &base,
+            "--head",
+            &head,
+            "--checkers",
+            "lint",
+        ],
+        &[],
+    );
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    let score = lines
+        .iter()
+        .position(|l| l.trim_start().starts_with("lint"))
+        .unwrap_or_else(|| panic!("a lint line:\n{stdout}"));
+    let listed: Vec<&str> = lines[score + 1..]
+        .iter()
+        .take_while(|l| l.starts_with("    ") && !l.contains("… and"))
+        .copied()
+        .collect();
+    assert_eq!(listed.len(), 10, "ten findings under the score:\n{stdout}");
+    for l in &listed {
+        assert!(
+            l.trim().starts_with("many.py:") && l.ends_with("(ruff)"),
+            "`path:line: message (tool)`: {l}\n{stdout}"
+        );
+    }
+    assert!(
+        listed
+            .iter()
+            .any(|l| l.trim() == "many.py:1: `os` imported but unused (ruff)"),
+        "{stdout}"
+    );
+    // ruff's count on the score line (12 unused imports and, as ruff sees fit, the block's
+    // order): all but the ten shown are counted.
+    let total: usize = lines[score]
+        .split("(ruff: ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("ruff's count:\n{stdout}"));
+    assert!(total >= 12, "{stdout}");
+    assert_eq!(
+        lines[score + 11].trim(),
+        format!("… and {} more (--json lists all)", total - 10),
+        "{stdout}"
+    );
+}
+
 // A dimension with nothing to measure is a `<skipped>` testcase with the checker's reason and a
 // warning annotation; `--json` and `--junit` together keep JSON on stdout.
 #[test]

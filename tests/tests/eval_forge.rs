@@ -547,6 +547,25 @@ fn a_brief_forged_again_says_its_results_are_the_earlier_forges_and_refuses_an_e
         "{again:#}"
     );
     assert_eq!(s.ledger().len(), 1, "read again, not recorded again");
+    // Issue 35 item 4: the human progress says the samples were read back, not that arms run.
+    let human = s
+        .home
+        .cmd()
+        .args(["eval", "forge", "--runtime", "scripted", "--brief"])
+        .arg(&brief)
+        .arg("--skill-dir")
+        .arg(&skill)
+        .arg("--install-root")
+        .arg(s.path("agents-skills"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&human.stderr);
+    assert_eq!(human.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("sample 1: arms ran before") && err.contains("nothing ran"),
+        "{err}"
+    );
+    assert!(!err.contains("arms running"), "{err}");
     s.skill("tldr", "scripted: reply SHORT: shipped 1.2 (edited)");
     let (code, _, stderr) = s.forge(&brief, &skill, &[]);
     assert_eq!(code, 2, "{stderr}");

@@ -32,6 +32,16 @@ fn init_writes_a_home_whose_starter_files_are_valid_as_written() {
         out.contains("doctor") && out.contains("template add"),
         "init says what to run next:\n{out}"
     );
+    // Issue 35 item 4: the guide by a path that exists wherever the command runs (this test runs
+    // from a checkout: its absolute path), never the relative `docs/getting-started.md`.
+    let guide = out
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("the guide: "))
+        .unwrap_or_else(|| panic!("where the guide is:\n{out}"));
+    assert!(
+        Path::new(guide).is_absolute() && Path::new(guide).is_file(),
+        "{out}"
+    );
     let h = home.path();
     for (file, schema) in STARTERS {
         let text = read(&h.join(file));
@@ -55,7 +65,8 @@ fn init_writes_a_home_whose_starter_files_are_valid_as_written() {
 
     // The eval brief.
     let brief = h.join("evals/briefs/example-brief.json");
-    ok(&home, &["eval", "brief", "--check", path_arg(&brief)]);
+    let checked = ok(&home, &["eval", "brief", "--check", path_arg(&brief)]);
+    assert!(checked.contains("(1 setup file,"), "{checked}");
 
     // The items file, on the starter skill.
     let items = h.join("train/items.yml");
@@ -246,11 +257,157 @@ fn doctor(home: &Home, extra: &[&str], path: Option<&str>) -> (i32, Value, Strin
             String::from_utf8_lossy(&out.stdout)
         )
     });
+    assert_every_problem_has_a_fix(&doc);
     (
         out.status.code().unwrap(),
         doc,
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+/// Issue 35 item 1: in `doctor --json` every check that is not `ok` says what to do in `fix`
+/// (never an empty `fix` with the advice inside `detail`).
+fn assert_every_problem_has_a_fix(doc: &Value) {
+    for c in doc["checks"].as_array().expect("checks") {
+        if c["status"] != "ok" {
+            assert!(
+                c["fix"].as_str().is_some_and(|f| !f.trim().is_empty()),
+                "a {} check with no fix: {c:#}",
+                c["status"]
+            );
+        }
+    }
+}
+
+/// A `doctor --json` run with `HOME` at `user_home` and no model credential or base URL
+/// inherited from the machine, plus `env`.
+fn doctor_as(home: &Home, user_home: &Path, env: &[(&str, String)]) -> Value {
+    let mut cmd = home.cmd();
+    cmd.args(["doctor", "--json"]).env("HOME", user_home);
+    for var in [
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_AUTH_TOKEN",
+        "CLAUDE_CODE_OAUTH_TOKEN",
+        "ANTHROPIC_BASE_URL",
+        "CLAUDE_CONFIG_DIR",
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        "CODEX_API_KEY",
+        "CODEX_HOME",
+        "CODEX_FORCE_AUTH_JSON",
+        "OPENCODE_CONFIG",
+        "OPENCODE_CONFIG_CONTENT",
+        "XDG_CONFIG_HOME",
+    ] {
+        cmd.env_remove(var);
+    }
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("run doctor");
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "one JSON document ({e}):\n{}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    });
+    assert_every_problem_has_a_fix(&doc);
+    doc
+}
+
+// Issue 35 item 1: an installed runtime is `ok` only when `eval forge` could run it: logged in
+// (the forge's own credential preflight) and its model API accepting a connection. Either
+// missing is a warning (a runtime is optional) that says what to do.
+#[test]
+fn doctor_warns_on_a_runtime_that_is_installed_but_not_logged_in_or_cannot_reach_its_api() {
+    let home = Home::embedded();
+    let user = tempfile::tempdir().unwrap();
+    // `scripts/test` installs the three CLIs.
+    let installed = |doc: &Value, name: &str| {
+        let c = find(&checks(doc), name).clone();
+        assert!(
+            !c.2.contains("not found on PATH"),
+            "{name} is installed: {c:?}"
+        );
+        Some(c)
+    };
+
+    // No login anywhere.
+    let doc = doctor_as(&home, user.path(), &[]);
+    for name in ["runtime claude", "runtime codex"] {
+        if let Some(c) = installed(&doc, name) {
+            assert!(
+                c.1 == "warn" && c.2.contains("not logged in") && c.2.contains("log in"),
+                "{c:?}"
+            );
+        }
+    }
+
+    // Logged in, each model API at a loopback port nothing listens on.
+    let closed = format!("http://127.0.0.1:{}", skillforge_tests::free_port());
+    write(
+        &user.path().join(".codex/auth.json"),
+        r#"{"OPENAI_API_KEY": "sk-fake"}"#,
+    );
+    write(
+        &user.path().join(".codex/config.toml"),
+        &format!(
+            "model_provider = \"local\"\n[model_providers.local]\nname = \"local\"\nbase_url = \"{closed}/v1\"\n"
+        ),
+    );
+    write(
+        &user.path().join(".config/opencode/opencode.json"),
+        &serde_json::json!({"provider": {"local": {"options": {"baseURL": format!("{closed}/v1")}}}})
+            .to_string(),
+    );
+    let doc = doctor_as(
+        &home,
+        user.path(),
+        &[
+            ("ANTHROPIC_API_KEY", "sk-fake".to_owned()),
+            ("ANTHROPIC_BASE_URL", closed.clone()),
+        ],
+    );
+    for name in ["runtime claude", "runtime codex", "runtime opencode"] {
+        if let Some(c) = installed(&doc, name) {
+            assert!(
+                c.1 == "warn"
+                    && c.2.contains(&closed)
+                    && c.2.contains("does not accept a connection")
+                    && c.2.contains("base URL"),
+                "{c:?}"
+            );
+        }
+    }
+
+    // The same with something listening there: ok.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let open = format!("http://{}", listener.local_addr().unwrap());
+    write(
+        &user.path().join(".codex/config.toml"),
+        &format!(
+            "model_provider = \"local\"\n[model_providers.local]\nname = \"local\"\nbase_url = \"{open}/v1\"\n"
+        ),
+    );
+    write(
+        &user.path().join(".config/opencode/opencode.json"),
+        &serde_json::json!({"provider": {"local": {"options": {"baseURL": format!("{open}/v1")}}}})
+            .to_string(),
+    );
+    let doc = doctor_as(
+        &home,
+        user.path(),
+        &[
+            ("ANTHROPIC_API_KEY", "sk-fake".to_owned()),
+            ("ANTHROPIC_BASE_URL", open.clone()),
+        ],
+    );
+    for name in ["runtime claude", "runtime codex", "runtime opencode"] {
+        if let Some(c) = installed(&doc, name) {
+            assert_eq!(c.1, "ok", "{c:?}");
+        }
+    }
+    drop(listener);
 }
 
 fn find<'a>(checks: &'a [(String, String, String)], name: &str) -> &'a (String, String, String) {

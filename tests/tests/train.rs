@@ -78,6 +78,17 @@ fn generate_options(home: &Home) {
     let st = status(home);
     assert_eq!(st["status_phase"], "review_published");
     assert_options_once(&st);
+    // Issue 35 item 4: feedback.yml names its schema, written in the home, for editors.
+    let dir = packet(home);
+    let feedback = std::fs::read_to_string(dir.join("feedback.yml")).unwrap();
+    let pointer = feedback
+        .lines()
+        .next()
+        .and_then(|l| l.strip_prefix("# yaml-language-server: $schema="))
+        .unwrap_or_else(|| panic!("a schema pointer first:\n{feedback}"));
+    let schema: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join(pointer)).unwrap()).unwrap();
+    assert!(schema["properties"]["items"].is_object(), "{schema:#}");
     // Continue before the human filled the packet: nothing moves (the gate is the human's).
     let (out, _) = cont(home, &[], 4);
     assert!(out.contains("waiting for human feedback"), "{out}");
@@ -91,16 +102,26 @@ fn generate_options(home: &Home) {
 /// The human fills the packet; `review_published` → a pending candidate (optimizer job).
 fn optimize_to_candidate(home: &Home) -> String {
     fill_feedback(home, true);
-    let (out, err) = cont(home, &[], 0);
+    // At the default log level: the optimizer's argv and lock are internals, shown with -v.
+    let done = home
+        .cmd()
+        .env("SKILLFORGE_LOG", "warn")
+        .args(["train", "continue", "--session", SESSION])
+        .output()
+        .unwrap();
+    let (out, err) = (
+        String::from_utf8_lossy(&done.stdout).into_owned(),
+        String::from_utf8_lossy(&done.stderr).into_owned(),
+    );
+    assert_eq!(done.status.code(), Some(0), "{out}\n{err}");
     assert!(
         err.contains("optimizer preflight: backend distill"),
         "the preflight report comes first:\n{err}"
     );
+    assert!(err.contains("attempt-001"), "{err}");
     assert!(
-        err.contains("--training-package")
-            && err.contains("--artifact-root")
-            && err.contains("attempt-001"),
-        "{err}"
+        !err.contains("argv") && !err.contains("--training-package") && !err.contains("lock "),
+        "issue 35 item 3: no argv or lock at the default level:\n{err}"
     );
     // On a fleet the worker fills its program and job dir in: said in words, not placeholders.
     assert!(
@@ -141,6 +162,15 @@ fn review_promote_next(home: &Home, version: &str) {
         review.contains(version) && review.contains("promotable | true"),
         "{review}"
     );
+    // Issue 35 item 3: the evaluator's scores in words, not its JSON.
+    let scores = review
+        .lines()
+        .find(|l| l.starts_with("| evaluator / test scores |"))
+        .unwrap_or_else(|| panic!("a scores row:\n{review}"));
+    assert!(
+        !scores.contains('{') && !scores.contains('`') && scores.contains("held-out replay"),
+        "{scores}"
+    );
     // Continue without a decision stays at the gate.
     cont(home, &[], 4);
     assert_eq!(status(home)["current_phase"], "candidate_review_published");
@@ -173,7 +203,42 @@ fn train_full_iteration_embedded_s99() {
     let version = iterate_to_candidate(&home);
     assert_eq!(version, "planner@v2");
     assert_eq!(candidates(&home).len(), 1);
+    // Issue 35 item 4: without --template, every template's candidates.
+    let every = home.json(&["candidate", "list"]);
+    assert_eq!(every[0]["version_id"], version.as_str(), "{every:#}");
     review_promote_next(&home, &version);
+}
+
+/// Issue 35 item 4: a candidate rejected with `candidate reject` before its review was published:
+/// `train status` suggests recording it and starting the next iteration (never publishing the
+/// review of a rejected candidate), and one `continue` records it.
+#[test]
+fn a_candidate_rejected_outside_the_session_before_its_review_points_to_the_next_iteration() {
+    let home = Home::embedded();
+    start(&home, true);
+    let version = iterate_to_candidate(&home);
+    assert_eq!(status(&home)["current_phase"], "candidate_created");
+    run_code(
+        &home,
+        &["candidate", "reject", &version, "--reason", "too terse"],
+        0,
+    );
+    let st = status(&home);
+    let next = st["next_action"].as_str().unwrap();
+    assert!(
+        next.contains("rejected outside this session")
+            && next.contains("--start-next")
+            && !next.contains("publish candidate review"),
+        "{st:#}"
+    );
+    run_code(&home, &["train", "continue", "--session", SESSION], 0);
+    assert_eq!(status(&home)["current_phase"], "candidate_rejected");
+    run_code(
+        &home,
+        &["train", "continue", "--session", SESSION, "--start-next"],
+        0,
+    );
+    assert_eq!(status(&home)["iteration_id"], "s1-i002");
 }
 
 /// A candidate promoted with `candidate promote` (outside the session): `train status` says so and

@@ -620,7 +620,8 @@ impl Config {
                             .join("\n")
                     );
                 }
-                Err(error).with_context(|| format!("invalid config `{}`", path.display()))
+                Err(anyhow::anyhow!(worded_types(&error.to_string())))
+                    .with_context(|| format!("invalid config `{}`", path.display()))
             }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
             Err(e) => Err(e).with_context(|| format!("read config `{}`", path.display())),
@@ -644,6 +645,29 @@ fn config_problems(text: &str) -> Vec<String> {
         .iter()
         .map(ToString::to_string)
         .collect()
+}
+
+/// A TOML error with Rust's type names in words (issue 35 item 3): `expected usize` reads
+/// `expected a whole number ≥ 0`, `expected f64` `expected a number`.
+fn worded_types(message: &str) -> String {
+    const WORDS: &[(&str, &str)] = &[
+        ("usize", "a whole number ≥ 0"),
+        ("u64", "a whole number ≥ 0"),
+        ("u32", "a whole number ≥ 0"),
+        ("u16", "a whole number ≥ 0"),
+        ("u8", "a whole number ≥ 0"),
+        ("isize", "a whole number"),
+        ("i64", "a whole number"),
+        ("i32", "a whole number"),
+        ("f64", "a number"),
+        ("f32", "a number"),
+        ("a boolean", "true or false"),
+    ];
+    let mut out = message.to_owned();
+    for (rust, words) in WORDS {
+        out = out.replace(&format!("expected {rust}"), &format!("expected {words}"));
+    }
+    out
 }
 
 /// `--home`, else `$SKILLFORGE_HOME`, else `~/.skillforge`, made absolute against the current

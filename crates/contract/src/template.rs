@@ -497,6 +497,48 @@ pub fn frontmatter_name(content: &str) -> Option<String> {
     value.get("name")?.as_str().map(|s| s.trim().to_owned())
 }
 
+/// The frontmatter keys a template may carry: the Agent Skills ones (`name`, `description`,
+/// `license`, `allowed-tools`, `metadata`, `compatibility`) and skillforge's ([`Metadata`]'s
+/// fields, derived when left out).
+pub const FRONTMATTER_KEYS: &[&str] = &[
+    "name",
+    "description",
+    "license",
+    "allowed-tools",
+    "metadata",
+    "compatibility",
+    "id",
+    "kind",
+    "version",
+    "capabilities",
+    "runtime_compatibility",
+    "tags",
+    "inputs",
+    "outputs",
+    "evaluation",
+];
+
+/// The frontmatter keys of `content` that are not [`FRONTMATTER_KEYS`], in the file's order
+/// (a misspelled `versoin` is otherwise ignored and its field derived). Empty when the content
+/// has no frontmatter mapping.
+pub fn unknown_frontmatter_keys(content: &str) -> Vec<String> {
+    let Ok((yaml, _)) = split_frontmatter(content) else {
+        return Vec::new();
+    };
+    let Ok(serde_norway::Value::Mapping(map)) = serde_norway::from_str(yaml) else {
+        return Vec::new();
+    };
+    map.keys()
+        .map(|k| match k {
+            serde_norway::Value::String(s) => s.clone(),
+            other => serde_norway::to_string(other)
+                .map(|t| t.trim().to_owned())
+                .unwrap_or_default(),
+        })
+        .filter(|k| !FRONTMATTER_KEYS.contains(&k.as_str()))
+        .collect()
+}
+
 /// Reads each [`Metadata`] field of the frontmatter `map` into `raw`, recording which were
 /// present (a `null` value counts as absent) and a [`TemplateError::FieldType`] for each of the
 /// wrong type.

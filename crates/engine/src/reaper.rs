@@ -96,7 +96,7 @@ async fn reap_expired(backend: &dyn QueueBackend) -> Result<Vec<Reaped>, EngineE
                 job_id = %lease.job_id,
                 fencing_token = lease.fencing_token,
                 attempts = lease.attempts,
-                action = ?action,
+                action = %action,
                 "stale lease reaped"
             );
             reaped.push(Reaped {
@@ -260,7 +260,7 @@ pub async fn reap_watched(
                 job_id = %lease.job_id,
                 fencing_token = lease.fencing_token,
                 attempts = lease.attempts,
-                action = ?action,
+                action = %action,
                 "stale lease reaped"
             );
             reaped.push(Reaped {
@@ -304,7 +304,7 @@ pub async fn reap_watched(
             .reap_unchanged(&lease, &action, view.lease.heartbeat_at_ms)
             .await?
         {
-            info!(job_id = %lease.job_id, fencing_token = lease.fencing_token, attempts = lease.attempts, action = ?action,
+            info!(job_id = %lease.job_id, fencing_token = lease.fencing_token, attempts = lease.attempts, action = %action,
                   "stale lease reaped (its heartbeat stopped for stale_after by this reaper's own clock)");
             reaped.push(Reaped {
                 job_id: lease.job_id,

@@ -436,7 +436,14 @@ impl Worker {
         {
             debug!(error = %e, "labels record not removed");
         }
-        info!(worker = %worker_id, ?report, "worker stopped");
+        info!(
+            worker = %worker_id,
+            finished = report.finished,
+            fenced = report.fenced,
+            released = report.released,
+            left_stale = report.left_stale.len(),
+            "worker stopped"
+        );
         report
     }
 

@@ -452,15 +452,23 @@ pub async fn run_forge(env: &ForgeEnv<'_>, req: &ForgeRequest) -> Result<ForgeRe
             state.jobs.push((n, ids[0].clone(), ids[1].clone()));
             write_json(&dir.join(FORGE_FILE), &state).map_err(env_err)?;
         }
-        env.reporter.step(&format!(
-            "sample {n}: arms running (jobs {} and {})",
-            ids[0], ids[1]
-        ));
+        let files = ArmSide::BOTH.map(|side| meta_dir(&sdir, side).join(RUN_FILE));
+        // Issue 35 item 4: an earlier forge's arms already applied are read back, not run.
+        if files.iter().all(|f| f.exists()) {
+            env.reporter.step(&format!(
+                "sample {n}: arms ran before (jobs {} and {}): read back, nothing ran",
+                ids[0], ids[1]
+            ));
+        } else {
+            env.reporter.step(&format!(
+                "sample {n}: arms running (jobs {} and {})",
+                ids[0], ids[1]
+            ));
+        }
         env.jobs
             .wait(&ids, &format!("sample {n} arms"))
             .await
             .map_err(env_err)?;
-        let files = ArmSide::BOTH.map(|side| meta_dir(&sdir, side).join(RUN_FILE));
         applied(&files)?;
         if let Some(v) = read_json::<SampleVerdict>(&sdir.join(VERDICT_FILE)).map_err(env_err)? {
             so_far.push(v);

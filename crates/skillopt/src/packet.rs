@@ -473,8 +473,41 @@ async fn load_run(store: &Store, run_id: &str) -> Result<EvalRunRow, PacketError
     })
 }
 
+/// The schema of `feedback.yml` in a home, `schemas/feedback-yml.json` (the file `init` writes).
+pub const FEEDBACK_SCHEMA_FILE: &str = "schemas/feedback-yml.json";
+
+/// The `# yaml-language-server: $schema=…` line that points an editor at `feedback.yml`'s
+/// schema in `home` (issue 35 item 4), writing `home/schemas/feedback-yml.json` when it is
+/// missing. The path is relative to the packet `dir` when `dir` is inside the home, else
+/// absolute.
+///
+/// # Errors
+/// [`PacketError::Io`] when the schema cannot be written.
+fn feedback_schema_line(home: &Path, dir: &Path) -> Result<String, PacketError> {
+    let schema = home.join(FEEDBACK_SCHEMA_FILE);
+    if !schema.exists() {
+        if let Some(parent) = schema.parent() {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| PacketError::Io(format!("create `{}`: {e}", parent.display())))?;
+        }
+        let text = skillforge_contract::schema::render_schema(&schemars::schema_for!(
+            skillforge_contract::FeedbackFile
+        ));
+        write(&schema, &text)?;
+    }
+    let pointer = match dir.strip_prefix(home) {
+        Ok(inside) => format!(
+            "{}{FEEDBACK_SCHEMA_FILE}",
+            "../".repeat(inside.components().count())
+        ),
+        Err(_) => schema.display().to_string(),
+    };
+    Ok(format!("# yaml-language-server: $schema={pointer}\n"))
+}
+
 /// Writes the blind packet of run `run_id` into `dir` (created): `index.md`, `items/*.md`,
-/// `.assignments.json` and an unfilled `feedback.yml`. Of an auto-trace run only the items with
+/// `.assignments.json` and an unfilled `feedback.yml` whose first line names its schema in
+/// `home` (written there when missing). Of an auto-trace run only the items with
 /// artifacts (added by `review item add`) are in the packet; harvested items have none. Refuses to overwrite a packet whose
 /// `feedback.yml` exists unless `force`.
 ///
@@ -485,6 +518,7 @@ async fn load_run(store: &Store, run_id: &str) -> Result<EvalRunRow, PacketError
 pub async fn export_packet(
     store: &Store,
     blobs: &BlobStore,
+    home: &Path,
     run_id: &str,
     dir: &Path,
     force: bool,
@@ -549,7 +583,7 @@ pub async fn export_packet(
         .map_err(|e| PacketError::Io(format!("encode assignments: {e}")))?;
     assignments_text.push('\n');
     write(&dir.join(ASSIGNMENTS_FILE), &assignments_text)?;
-    let template = feedback_template(&run, &assignments)?;
+    let template = feedback_schema_line(home, dir)? + &feedback_template(&run, &assignments)?;
     write(&feedback_path, &template)?;
     Ok(PacketExport {
         run_id: run.id,

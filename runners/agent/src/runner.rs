@@ -286,7 +286,7 @@ impl AgentRunner {
             outcome.exit = ExitClass::NotRunnable { reason };
         } else if let Some(error) = &summary.api_error {
             // An API error is never an answer, whatever the CLI's exit code said.
-            tracing::warn!(runtime = %profile.name, kind = error.kind.label(), status = ?error.status, message = %error.message, "agent run ended on an API error");
+            tracing::warn!(runtime = %profile.name, kind = error.kind.label(), status = %error.status.map_or_else(|| "none".to_owned(), |s| s.to_string()), message = %error.message, "agent run ended on an API error");
             if outcome.exit.is_passed() {
                 outcome.exit = ExitClass::Failed {
                     code: outcome.exit_code.filter(|c| *c != 0).unwrap_or(1),

@@ -88,7 +88,9 @@ pub async fn run_checks(
         };
         tracing::info!(
             checker = checker.name(),
-            score = ?result.score,
+            score = %result
+                .score
+                .map_or_else(|| "none".to_owned(), |s| format!("{s:.3}")),
             skipped = result.skipped.as_deref().unwrap_or(""),
             "checker dimension measured"
         );

@@ -72,7 +72,7 @@ pub async fn sweep_leftovers(host: &str) -> Result<Vec<String>, ContainerError> 
             .and_then(|n| n.into_iter().next())
             .unwrap_or_else(|| id.clone());
         if remove(&engine, &id).await {
-            tracing::warn!(container = %name, owner, job = ?labels.get(LABEL_JOB),
+            tracing::warn!(container = %name, owner, job = labels.get(LABEL_JOB).map_or("unknown", String::as_str),
                 "removed a container a dead worker left");
             removed.push(name.trim_start_matches('/').to_owned());
         }

@@ -102,6 +102,34 @@ fn dimension_case(d: &DimensionResult) -> Case {
 
 /// A warning per item a tool placed, titled with the dimension and the tool.
 fn located(d: &DimensionResult) -> Vec<Annotation> {
+    findings(d)
+        .into_iter()
+        .map(|f| Annotation {
+            level: Level::Warning,
+            title: format!("check: {} ({})", d.name, f.tool),
+            message: f.message,
+            file: Some(f.file),
+            line: Some(f.line),
+        })
+        .collect()
+}
+
+/// One item a checker's tool placed in a file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Finding {
+    /// The file, as the tool named it (relative to the checkout).
+    pub(crate) file: String,
+    /// 1-based line.
+    pub(crate) line: u32,
+    /// The tool's message (`reported here` when it gave none).
+    pub(crate) message: String,
+    /// The tool that reported it (`ruff`, `eslint`).
+    pub(crate) tool: String,
+}
+
+/// The items a dimension's tools placed (`raw.languages.*.locations` with a file and a line), in
+/// the report's order.
+pub(crate) fn findings(d: &DimensionResult) -> Vec<Finding> {
     let Some(languages) = d
         .raw
         .get("languages")
@@ -121,7 +149,9 @@ fn located(d: &DimensionResult) -> Vec<Annotation> {
         for l in locations {
             let (Some(file), Some(line)) = (
                 l.get("file").and_then(serde_json::Value::as_str),
-                l.get("line").and_then(serde_json::Value::as_u64),
+                l.get("line")
+                    .and_then(serde_json::Value::as_u64)
+                    .and_then(|n| u32::try_from(n).ok()),
             ) else {
                 continue;
             };
@@ -129,12 +159,11 @@ fn located(d: &DimensionResult) -> Vec<Annotation> {
                 .get("message")
                 .and_then(serde_json::Value::as_str)
                 .unwrap_or("reported here");
-            out.push(Annotation {
-                level: Level::Warning,
-                title: format!("check: {} ({tool})", d.name),
+            out.push(Finding {
+                file: file.to_owned(),
+                line,
                 message: message.to_owned(),
-                file: Some(file.to_owned()),
-                line: u32::try_from(line).ok(),
+                tool: tool.to_owned(),
             });
         }
     }

@@ -15,6 +15,9 @@ use crate::control::waiter::await_job;
 use crate::exit::{CliError, CliResult, ENVIRONMENT, OK};
 use crate::output::print_json;
 
+/// How many findings per dimension the human output lists (`--json` lists all).
+const FINDINGS_SHOWN: usize = 10;
+
 /// Arguments of `skillforge check`.
 #[derive(Debug, Args)]
 pub struct CheckArgs {
@@ -114,6 +117,17 @@ async fn check(ctx: &Context, args: CheckArgs) -> Result<Finished, CliError> {
             },
             (None, Some(reason)) => println!("  {:<12} skipped: {reason}", d.name),
             (None, None) => println!("  {:<12} no score", d.name),
+        }
+        // Issue 35 item 2: what the tools found, where, under the score they lowered.
+        let findings = ci_output::check::findings(d);
+        for f in findings.iter().take(FINDINGS_SHOWN) {
+            println!("    {}:{}: {} ({})", f.file, f.line, f.message, f.tool);
+        }
+        if findings.len() > FINDINGS_SHOWN {
+            println!(
+                "    … and {} more (--json lists all)",
+                findings.len() - FINDINGS_SHOWN
+            );
         }
     }
     match report.mean {

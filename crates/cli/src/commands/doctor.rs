@@ -2,7 +2,8 @@
 //!
 //! Checks: the config file, the home (writable, disk free), git, bwrap, the queue (embedded file,
 //! or Redis: reachable, version, `maxmemory-policy`, persistence), the container engine, each
-//! agent runtime (installed, version, credentials, required programs such as OpenCode's `rg`),
+//! agent runtime (installed, version, credentials as `eval forge`'s preflight reads them,
+//! required programs such as OpenCode's `rg`, its model API accepting a TCP connection),
 //! the checker tools per language. A check is `ok`, `warn` (optional: a feature is limited) or
 //! `fail` (needed: skillforge cannot work as configured). Exit 0 when nothing fails, 1 otherwise;
 //! `--json` prints one document `{home, ok, checks: [{name, status, detail, fix}]}`.
@@ -19,6 +20,8 @@ use crate::output::print_json;
 
 /// How long one probe (a `--version`, a connection) may take before it counts as failed.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a runtime's model API may take to accept a TCP connection (name lookup included).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// Free space in the home below which a run can fail (blobs, queue, clones), bytes.
 const DISK_FAIL_BYTES: u64 = 100 << 20;
 /// Free space in the home below which doctor warns, bytes.
@@ -481,16 +484,132 @@ async fn runtime_check(profile: &skillforge_runner_agent::RuntimeProfile) -> Che
             "install the program it names",
         );
     }
-    match profile.missing_credential(|k| std::env::var_os(k).is_some(), |k| std::env::var(k).ok()) {
-        Some(reason) => {
-            let hint = profile
-                .login_hint
-                .clone()
-                .filter(|h| !reason.contains(h.as_str()))
-                .unwrap_or_default();
-            check(name, Status::Warn, format!("{version}; {reason}"), hint)
+    let login_fix = || {
+        profile.login_hint.clone().unwrap_or_else(|| {
+            format!(
+                "log `{}` in, or set its credential variables in the worker's environment",
+                profile.program
+            )
+        })
+    };
+    // Issue 35 item 1: the same preflight `eval forge` runs before any arm starts, so an `ok`
+    // here is a runtime that command accepts.
+    let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
+    let user_home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_default();
+    let now_ms = chrono::Utc::now().timestamp_millis();
+    if let Err(e) =
+        skillforge_evalloop::credentials::preflight(&profile.name, &env, &user_home, now_ms)
+    {
+        return check(
+            name,
+            Status::Warn,
+            format!("{version} installed, not logged in: {e}"),
+            login_fix(),
+        );
+    }
+    if let Some(reason) =
+        profile.missing_credential(|k| std::env::var_os(k).is_some(), |k| std::env::var(k).ok())
+    {
+        return check(
+            name,
+            Status::Warn,
+            format!("{version} installed, not logged in: {reason}"),
+            login_fix(),
+        );
+    }
+    let Some(kind) = profile.proxy else {
+        return check(name, Status::Ok, version, "");
+    };
+    let var = |k: &str| std::env::var(k).ok();
+    let upstreams = match skillforge_runner_agent::proxy::ProxyPlan::for_run(kind, &user_home, &var)
+    {
+        Ok(plan) => plan.map(|p| p.upstreams).unwrap_or_default(),
+        Err(e) => {
+            return check(
+                name,
+                Status::Warn,
+                format!("{version}; {e}"),
+                "fix the runtime's config file it names",
+            );
         }
-        None => check(name, Status::Ok, version, ""),
+    };
+    let probes = upstreams.iter().map(|url| async move {
+        connect_probe(url)
+            .await
+            .err()
+            .map(|e| format!("{url} ({e})"))
+    });
+    let unreachable: Vec<String> = futures::future::join_all(probes)
+        .await
+        .into_iter()
+        .flatten()
+        .collect();
+    if unreachable.is_empty() {
+        let apis = if upstreams.is_empty() {
+            String::new()
+        } else {
+            format!(", model API {} accepts connections", upstreams.join(", "))
+        };
+        return check(name, Status::Ok, format!("{version}{apis}"), "");
+    }
+    check(
+        name,
+        Status::Warn,
+        format!(
+            "{version}; its model API does not accept a connection: {}",
+            unreachable.join("; ")
+        ),
+        format!(
+            "start the model API or fix its base URL ({}), and check the network and proxy",
+            base_url_setting(kind)
+        ),
+    )
+}
+
+/// Where a user sets the model API base URL of a runtime pointed at it by `kind`.
+fn base_url_setting(kind: skillforge_runner_agent::profile::ProxyKind) -> &'static str {
+    use skillforge_runner_agent::profile::ProxyKind;
+    match kind {
+        ProxyKind::AnthropicBaseUrl => "ANTHROPIC_BASE_URL",
+        ProxyKind::CodexProvider => {
+            "the provider's `base_url` in ~/.codex/config.toml, or OPENAI_BASE_URL"
+        }
+        ProxyKind::OpencodeProvider => {
+            "the provider's `options.baseURL` in ~/.config/opencode/opencode.json"
+        }
+    }
+}
+
+/// Opens (and drops) one TCP connection to `url`'s host and port (443 for https, else 80),
+/// within [`CONNECT_TIMEOUT`] including the name lookup; no request is sent.
+///
+/// # Errors
+/// A URL with no host, a name that does not resolve, a refused or timed-out connection.
+async fn connect_probe(url: &str) -> Result<(), String> {
+    let uri: hyper::Uri = url.parse().map_err(|e| format!("not a URL: {e}"))?;
+    let host = uri.host().ok_or("no host in the URL")?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let port = uri
+        .port_u16()
+        .unwrap_or(if uri.scheme_str() == Some("https") {
+            443
+        } else {
+            80
+        });
+    match tokio::time::timeout(
+        CONNECT_TIMEOUT,
+        tokio::net::TcpStream::connect((host, port)),
+    )
+    .await
+    {
+        Err(_) => Err(format!(
+            "no connection within {} s",
+            CONNECT_TIMEOUT.as_secs()
+        )),
+        Ok(Err(e)) => Err(e.to_string()),
+        Ok(Ok(_)) => Ok(()),
     }
 }
 

@@ -86,9 +86,16 @@ fn packet_error(e: PacketError) -> CliError {
 async fn export(ctx: &Context, args: ExportArgs) -> CliResult {
     let store = ctx.store().await?;
     let blobs = BlobStore::in_home(&ctx.home);
-    let done = export_packet(&store, &blobs, &args.run, &args.output, args.force)
-        .await
-        .map_err(packet_error)?;
+    let done = export_packet(
+        &store,
+        &blobs,
+        &ctx.home,
+        &args.run,
+        &args.output,
+        args.force,
+    )
+    .await
+    .map_err(packet_error)?;
     if ctx.json {
         print_json(&json!({
             "run_id": done.run_id,

@@ -686,7 +686,11 @@ async fn purge(ctx: &Context, id: &str) -> CliResult {
 pub(crate) fn describe(job: &Job) -> String {
     let p = &job.spec.payload;
     let argv = p.pointer("/command/argv").and_then(Value::as_array);
-    let no_op = argv.is_some_and(|a| a.len() == 1 && a[0] == "true");
+    // A workflow's placeholder step runs `true`: it is named by its workflow and stage. A job a
+    // person submitted (`jobs submit -- true`) is named by its command, like any other
+    // (issue 35 item 4).
+    let no_op = argv.is_some_and(|a| a.len() == 1 && a[0] == "true")
+        && job.spec.workflow != skillforge_stage::family::ADHOC_WORKFLOW;
     let what = if no_op {
         match &job.spec.idempotency_key {
             Some(key) => format!("{}/{} {key}", job.spec.workflow, job.spec.stage),

@@ -73,6 +73,9 @@ pub async fn run(ctx: &Context, cmd: TemplateCommand) -> CliResult {
 async fn add(ctx: &Context, path: &std::path::Path, repo: Option<&str>, force: bool) -> CliResult {
     let source = read_source(path)?;
     let parsed = check_source(&source)?;
+    for warning in crate::control::templates::unknown_key_warnings(&source.content, &source.path) {
+        eprintln!("warning: {warning}");
+    }
     let store = ctx.store().await?;
     // A promoted candidate's guidance lives only in the store until written back to the file:
     // adding the older file would silently replace it.
@@ -99,7 +102,8 @@ async fn add(ctx: &Context, path: &std::path::Path, repo: Option<&str>, force: b
     )
     .await?;
     let version = &installed.version;
-    let metadata: Value = serde_json::from_str(&version.metadata_json).unwrap_or(Value::Null);
+    let mut metadata: Value = serde_json::from_str(&version.metadata_json).unwrap_or(Value::Null);
+    shown_version(&mut metadata, &installed.derived, version.version);
     if ctx.json {
         print_json(&json!({
             "template_id": version.template_id, "version_id": version.id, "created": installed.is_new,
@@ -130,6 +134,18 @@ async fn add(ctx: &Context, path: &std::path::Path, repo: Option<&str>, force: b
         );
     }
     Ok(OK)
+}
+
+/// A `version` the file does not set is shown as the version it is, the store's `N` of `ID@vN`
+/// (issue 35 item 4), not the default the parser filled in: a skill added again after an edit
+/// is `@v2`, and a derived `version 1` beside it would contradict it. A `version` the file sets
+/// is shown as written.
+fn shown_version(metadata: &mut Value, derived: &[&str], store_version: i64) {
+    if derived.contains(&"version")
+        && let Some(fields) = metadata.as_object_mut()
+    {
+        fields.insert("version".to_owned(), json!(store_version));
+    }
 }
 
 /// A metadata value as one line: lists as `a, b`, strings bare.
@@ -217,6 +233,7 @@ async fn show(ctx: &Context, reference: &str, content_only: bool) -> CliResult {
     if ctx.json {
         let mut shown = version_json(&version);
         shown["derived"] = json!(derived);
+        shown_version(&mut shown["metadata"], &derived, version.version);
         print_json(&shown);
         return Ok(OK);
     }
@@ -228,7 +245,8 @@ async fn show(ctx: &Context, reference: &str, content_only: bool) -> CliResult {
         version.source_repo, version.source_ref, version.source_path
     );
     println!("created   {}", version.created_at);
-    let metadata: Value = serde_json::from_str(&version.metadata_json).unwrap_or(Value::Null);
+    let mut metadata: Value = serde_json::from_str(&version.metadata_json).unwrap_or(Value::Null);
+    shown_version(&mut metadata, &derived, version.version);
     println!(
         "metadata{}",
         if derived.is_empty() {

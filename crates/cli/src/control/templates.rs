@@ -68,6 +68,33 @@ pub fn read_source(path: &std::path::Path) -> Result<TemplateSource, CliError> {
     })
 }
 
+/// The least frontmatter a SKILL.md needs (the Agent Skills fields; skillforge derives the
+/// rest), shown when a file has none.
+pub const MINIMAL_FRONTMATTER: &str = "---\nname: my-skill\ndescription: What the skill does and when to use it.\n---\n# My skill\n...";
+
+/// Warnings for the frontmatter keys of `content` neither Agent Skills nor skillforge knows
+/// (issue 35 item 4: a misspelled `versoin` is otherwise silently ignored and `version`
+/// derived), each naming the nearest known key when one is close.
+pub fn unknown_key_warnings(content: &str, file: &std::path::Path) -> Vec<String> {
+    skillforge_contract::unknown_frontmatter_keys(content)
+        .into_iter()
+        .map(|key| {
+            let nearest = skillforge_contract::FRONTMATTER_KEYS
+                .iter()
+                .map(|known| (strsim::damerau_levenshtein(&key, known), *known))
+                .min()
+                .filter(|(distance, known)| *distance <= (known.len() / 3).max(2));
+            let hint = nearest.map_or_else(String::new, |(_, known)| {
+                format!("; did you mean `{known}`?")
+            });
+            format!(
+                "`{}`: frontmatter key `{key}` is not one skillforge or Agent Skills knows and is ignored{hint}",
+                file.display()
+            )
+        })
+        .collect()
+}
+
 /// Every problem of `source` at once: the template's own ([`parse_template`]) and, for a skill
 /// directory, a `name` other than the directory's (Agent Skills requires them equal; the eval
 /// loop names a skill by its directory).
@@ -84,7 +111,13 @@ pub fn check_source(
             .clone()
             .into_problems()
             .into_iter()
-            .map(|p| p.to_string())
+            .map(|p| match p {
+                // Issue 35 item 4: show the least a template needs.
+                skillforge_contract::TemplateError::MissingFrontmatter => format!(
+                    "{p} (a `---` line, `key: value` lines, a `---` line, then the body); the least is\n\n{MINIMAL_FRONTMATTER}"
+                ),
+                p => p.to_string(),
+            })
             .collect(),
     };
     if let (Some(dir), Some(name)) = (

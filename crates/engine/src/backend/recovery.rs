@@ -24,6 +24,19 @@ pub enum ReapAction {
     Cancelled,
 }
 
+impl std::fmt::Display for ReapAction {
+    /// The action in words for logs: `requeue after 1.5s`, `park stale (recovery available)`,
+    /// `dead-letter`, `cancel`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReapAction::Requeue { delay } => write!(f, "requeue after {:.1}s", delay.as_secs_f64()),
+            ReapAction::RecoveryAvailable => f.write_str("park stale (recovery available)"),
+            ReapAction::Dead => f.write_str("dead-letter"),
+            ReapAction::Cancelled => f.write_str("cancel"),
+        }
+    }
+}
+
 /// Stale recovery of job leases: list the expired ones, reap each fenced on its token (and, on a
 /// queue whose processes do not share one clock, on its heartbeat being unchanged). What becomes
 /// of a lease is decided by [`crate::policy`], never here. Named locks are reaped through

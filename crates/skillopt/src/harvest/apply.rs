@@ -739,7 +739,12 @@ async fn apply_leg_result(conn: &mut SqliteConnection, job: &Job) -> Result<(), 
                         report.final_message.as_deref().unwrap_or(""),
                     ))
                 }
-                (Ok(report), _) => Err(failed(format!("reviewer run ended {:?}", report.exit))),
+                (Ok(report), _) => Err(failed(match &report.exit {
+                    skillforge_runner::ExitClass::NotRunnable { reason } => {
+                        format!("reviewer run ended not_runnable: {reason}")
+                    }
+                    other => format!("reviewer run ended {}", other.label()),
+                })),
                 (Err(e), _) => Err(failed(format!("unreadable agent report: {e}"))),
             }
         }

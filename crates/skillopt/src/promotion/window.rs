@@ -198,7 +198,7 @@ impl ResultHandler for CanaryDecisionHandler {
             .and_then(DecisionKey::parse)
             .filter(|k| k.stage == job.spec.stage)
         else {
-            tracing::warn!(job_id = %job.id, key = ?job.spec.idempotency_key, "a canary decision job whose key names no decision: nothing applied");
+            tracing::warn!(job_id = %job.id, key = job.spec.idempotency_key.as_deref().unwrap_or("none"), "a canary decision job whose key names no decision: nothing applied");
             return Ok(());
         };
         if !still_decidable(conn, &key).await? {

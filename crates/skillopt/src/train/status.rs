@@ -423,7 +423,13 @@ pub async fn session_status(
         &meta,
         &optimizer_status,
     );
-    if it.state == TrainState::CandidateReviewPublished && !it.candidate_version_id.is_empty() {
+    // A candidate decided outside the session (`candidate promote` / `reject`), before or after
+    // its review was published: one `continue` records it (issue 35 item 4).
+    if matches!(
+        it.state,
+        TrainState::CandidateCreated | TrainState::CandidateReviewPublished
+    ) && !it.candidate_version_id.is_empty()
+    {
         let (v, sid) = (&it.candidate_version_id, &session.id);
         let state = skillforge_store::candidates::get_candidate(env.store.pool(), v)
             .await?
@@ -435,6 +441,7 @@ pub async fn session_status(
             Some("rejected") => format!(
                 "{v} was rejected outside this session: skillforge train continue --session {sid} records it, then --start-next"
             ),
+            _ if it.state == TrainState::CandidateCreated => next_action,
             _ => format!(
                 "decide: skillforge train continue --session {sid} --promote {v}, or --reject {v} --reason TEXT"
             ),

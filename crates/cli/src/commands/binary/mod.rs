@@ -312,9 +312,14 @@ async fn lessons(ctx: &Context, args: LessonsArgs) -> CliResult {
         return Ok(OK);
     }
     for lesson in &lessons {
+        // The kind as its JSON name in words (`stable no`), not Rust's `StableNo`.
+        let kind = serde_json::to_value(lesson.kind)
+            .ok()
+            .and_then(|v| v.as_str().map(|s| s.replace('_', " ")))
+            .unwrap_or_default();
         println!(
-            "{:<24} {:<10} {:?}: {}",
-            lesson.question_id, lesson.dimension, lesson.kind, lesson.text
+            "{:<24} {:<10} {kind}: {}",
+            lesson.question_id, lesson.dimension, lesson.text
         );
     }
     match written {

@@ -31,11 +31,12 @@ use crate::output::print_json;
 /// `skillforge candidate ...`.
 #[derive(Debug, Subcommand)]
 pub enum CandidateCommand {
-    /// List imported candidates of a template, newest first (`--pending`: every pending or canary
-    /// candidate across templates).
+    /// List imported candidates, newest first per template: every template's, or one
+    /// template's with `--template` (`--pending`: every pending or canary candidate across
+    /// templates).
     List {
-        /// Template id.
-        #[arg(long, required_unless_present = "pending")]
+        /// Template id (default: every template).
+        #[arg(long)]
         template: Option<String>,
         /// Every pending candidate of every template.
         #[arg(long, conflicts_with = "template")]
@@ -110,9 +111,7 @@ pub enum CandidateCommand {
 pub async fn run(ctx: &Context, cmd: CandidateCommand) -> CliResult {
     match cmd {
         CandidateCommand::List { pending: true, .. } => promotion::list_pending(ctx).await,
-        CandidateCommand::List { template, .. } => {
-            list(ctx, template.as_deref().unwrap_or_default()).await
-        }
+        CandidateCommand::List { template, .. } => list(ctx, template.as_deref()).await,
         CandidateCommand::Canary { id, sample } => promotion::canary(ctx, &id, sample).await,
         CandidateCommand::CanaryCheck { no_wait } => {
             promotion::canary_check(ctx, Wait::from_flag(!no_wait)).await
@@ -159,21 +158,37 @@ fn candidate_json(c: &CandidateRow) -> Value {
     })
 }
 
-async fn list(ctx: &Context, template: &str) -> CliResult {
+/// The candidates of `template`, or of every template (issue 35 item 4), newest first per
+/// template.
+async fn list(ctx: &Context, template: Option<&str>) -> CliResult {
     let store = ctx.store().await?;
-    if get_template(store.pool(), template).await?.is_none() {
-        return Err(CliError::usage(anyhow!(
-            "agent template `{template}` is not installed (see `skillforge template list`)"
-        )));
+    let templates: Vec<String> = match template {
+        Some(template) => {
+            if get_template(store.pool(), template).await?.is_none() {
+                return Err(CliError::usage(anyhow!(
+                    "agent template `{template}` is not installed (see `skillforge template list`)"
+                )));
+            }
+            vec![template.to_owned()]
+        }
+        None => skillforge_store::templates::list_templates(store.pool())
+            .await?
+            .into_iter()
+            .map(|t| t.id)
+            .collect(),
+    };
+    let mut candidates = Vec::new();
+    for t in &templates {
+        candidates.extend(list_candidates(store.pool(), t).await?);
     }
-    let candidates = list_candidates(store.pool(), template).await?;
     if ctx.json {
         print_json(&candidates.iter().map(candidate_json).collect::<Vec<_>>());
         return Ok(OK);
     }
     if candidates.is_empty() {
+        let of = template.map_or_else(String::new, |t| format!(" for `{t}`"));
         eprintln!(
-            "no candidates for `{template}` (import one with `skillforge import --file candidate.json`)"
+            "no candidates{of} (train one with `skillforge train start`, or import one with `skillforge import --file candidate.json`)"
         );
     }
     for c in &candidates {

@@ -170,9 +170,10 @@ pub async fn run(ctx: &Context, args: BriefArgs) -> CliResult {
             );
         } else {
             println!(
-                "brief `{}` is valid ({} setup files, output {})",
+                "brief `{}` is valid ({} setup file{}, output {})",
                 brief.id,
                 brief.setup.len(),
+                if brief.setup.len() == 1 { "" } else { "s" },
                 brief.output
             );
         }

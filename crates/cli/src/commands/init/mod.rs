@@ -96,8 +96,19 @@ pub fn run(home_flag: Option<PathBuf>, json_out: bool, args: InitArgs) -> CliRes
     println!("next:");
     println!("  skillforge --home {home_arg} doctor");
     println!("  skillforge --home {home_arg} template add {home_arg}/skills/example-skill");
-    println!("  see docs/getting-started.md");
+    println!("  {}", guide_pointer());
     Ok(OK)
+}
+
+/// Where the getting-started guide is, for a person (issue 35 item 4): its absolute path in the
+/// checkout this binary was built from when that file is still there, else the built-in help
+/// (a `cargo install`ed binary has no `docs/` beside it).
+fn guide_pointer() -> String {
+    let guide = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/getting-started.md");
+    match std::fs::canonicalize(&guide) {
+        Ok(path) if path.is_file() => format!("the guide: {}", path.display()),
+        _ => "`skillforge --help` lists every command, `skillforge COMMAND --help` explains one; the guide is docs/getting-started.md in skillforge's source".to_owned(),
+    }
 }
 
 /// Writes `text` to `path`, creating parents; fails when `path` appeared meanwhile.

@@ -256,8 +256,10 @@ async fn enqueue_attempt(
         text.replace("@worker_exe@", "the worker's skillforge")
             .replace("@job_dir@", "<the job's dir on the worker>")
     };
+    // Issue 35 item 3: the backend and the attempt at the default level; the lock and the
+    // optimizer's argv (internals a person rarely needs) at `-v`.
     env.reporter.step(&worded(&format!(
-        "optimizer preflight: backend {} ({}) → {}; attempt {}; lock {}\n  argv: {}",
+        "optimizer preflight: backend {} ({}) → {}; attempt {}",
         pre.backend,
         if pre.description.is_empty() {
             "configured"
@@ -274,9 +276,12 @@ async fn enqueue_attempt(
         } else {
             pre.attempt_dir.clone()
         },
-        pre.lock,
-        pre.argv.join(" ")
     )));
+    tracing::info!(
+        lock = %pre.lock,
+        argv = %worded(&pre.argv.join(" ")),
+        "optimizer command"
+    );
     let mut spec = optimizer_job(
         env.workflow.stage("optimizer"),
         &pre,
@@ -353,9 +358,10 @@ async fn settle_failure(
         .or_else(|| {
             job.outcome.as_ref().map(|o| {
                 format!(
-                    "{} (exit {:?}): {}",
+                    "{} (exit {}): {}",
                     o.exit.label(),
-                    o.exit_code,
+                    o.exit_code
+                        .map_or_else(|| "code unknown".to_owned(), |c| c.to_string()),
                     o.stderr_tail.trim()
                 )
             })

@@ -27,13 +27,14 @@ pub(crate) async fn publish_review(
 ) -> Result<PathBuf, TrainError> {
     let dir = env.iteration_dir(&session.id, &it.id).join(REVIEW_DIR);
     let blobs = BlobStore::in_home(env.home);
-    let done = crate::packet::export_packet(env.store, &blobs, &it.eval_run_id, &dir, true)
-        .await
-        .map_err(|e| match e {
-            crate::packet::PacketError::Store(s) => TrainError::Store(s),
-            crate::packet::PacketError::Io(m) => TrainError::Env(m),
-            crate::packet::PacketError::Invalid(m) => TrainError::Failed(m),
-        })?;
+    let done =
+        crate::packet::export_packet(env.store, &blobs, env.home, &it.eval_run_id, &dir, true)
+            .await
+            .map_err(|e| match e {
+                crate::packet::PacketError::Store(s) => TrainError::Store(s),
+                crate::packet::PacketError::Io(m) => TrainError::Env(m),
+                crate::packet::PacketError::Invalid(m) => TrainError::Failed(m),
+            })?;
     let mut meta = IterationMeta::parse(&it.metadata_json);
     meta.review.status = "succeeded".into();
     meta.review.path = dir.display().to_string();
@@ -160,11 +161,7 @@ pub(crate) async fn publish_candidate_review(
         score = candidate
             .score
             .map_or("none".to_owned(), |s| format!("{s:.3}")),
-        eval = if candidate.eval_report_json.is_empty() {
-            "none".to_owned()
-        } else {
-            format!("`{}`", candidate.eval_report_json)
-        },
+        eval = eval_in_words(eval_report.as_ref(), &candidate.eval_report_json),
         noop = if is_noop { "yes" } else { "no" },
         pref = if candidate.preference_summary.is_empty() {
             "none"
@@ -193,4 +190,81 @@ pub(crate) async fn publish_candidate_review(
         .steps
         .push(format!("candidate review published: {}", path.display()));
     Ok(())
+}
+
+/// The evaluator report's scores for the review packet's table cell, in words (issue 35 item 3):
+/// each score (`dimension_scores`, any `*score*` field) as `name 0.800`, the held-out replay as
+/// `held-out replay: agreed A of P picked (R rankings)`, then why there is no candidate. `none`
+/// without a report; a report with no score says so (the whole report is in `candidate show`).
+fn eval_in_words(report: Option<&serde_json::Value>, raw: &str) -> String {
+    use serde_json::Value;
+    let Some(fields) = report.and_then(Value::as_object) else {
+        return if raw.trim().is_empty() {
+            "none".to_owned()
+        } else {
+            "not readable as JSON (`skillforge candidate show` prints it)".to_owned()
+        };
+    };
+    let words = |key: &str| key.replace('_', " ");
+    let mut parts = Vec::new();
+    for (key, value) in fields {
+        match value {
+            Value::Number(n) if key.contains("score") => {
+                if let Some(x) = n.as_f64() {
+                    parts.push(format!("{} {x:.3}", words(key)));
+                }
+            }
+            Value::Object(inner) if key.contains("score") => {
+                for (dim, v) in inner {
+                    if let Some(x) = v.as_f64() {
+                        parts.push(format!("{} {x:.3}", words(dim)));
+                    }
+                }
+            }
+            Value::Object(inner) if key == "held_out_replay" => {
+                let n = |k: &str| inner.get(k).and_then(Value::as_u64).unwrap_or(0);
+                parts.push(format!(
+                    "held-out replay: agreed {} of {} picked ({} rankings)",
+                    n("agreed"),
+                    n("picked"),
+                    n("rankings")
+                ));
+            }
+            _ => {}
+        }
+    }
+    if parts.is_empty() {
+        parts.push("no score in the evaluator report".to_owned());
+    }
+    if let Some(reason) = fields.get("no_candidate_reason").and_then(Value::as_str) {
+        parts.push(format!("no candidate: {}", words(reason)));
+    }
+    parts.join("; ").replace('|', "\\|")
+}
+
+#[cfg(test)]
+mod eval_words_tests {
+    use super::eval_in_words;
+    use serde_json::json;
+
+    #[test]
+    fn scores_read_as_words_never_json() {
+        let check = |report: serde_json::Value, want: &str| {
+            let raw = report.to_string();
+            assert_eq!(eval_in_words(Some(&report), &raw), want);
+        };
+        check(
+            json!({"optimizer": "x", "dimension_scores": {"clarity": 0.8, "coverage": 1}, "soft_score": 0.75}),
+            "clarity 0.800; coverage 1.000; soft score 0.750",
+        );
+        check(
+            json!({"held_out_replay": {"rankings": 4, "picked": 3, "agreed": 2}, "guidance": [{"a": 1}]}),
+            "held-out replay: agreed 2 of 3 picked (4 rankings)",
+        );
+        check(
+            json!({"promotable": false, "no_candidate_reason": "candidate_content_unchanged"}),
+            "no score in the evaluator report; no candidate: candidate content unchanged",
+        );
+        assert_eq!(eval_in_words(None, ""), "none");
+    }
 }
