@@ -598,9 +598,44 @@ async fn a_leased_run_sees_its_job_id_attempt_and_fencing_token() {
 /// A command that restores SIGPIPE's default action (every printing `skillforge` command, so
 /// `… | head` ends quietly) also runs jobs in-process: a child that exits without reading its
 /// stdin must end the write with EPIPE, not kill the command running it.
-#[tokio::test]
-async fn a_child_that_exits_unread_does_not_kill_a_process_with_the_default_sigpipe() {
-    // SAFETY: SIG_DFL installs no handler; nextest runs this test in a process of its own.
+///
+/// The scenario runs in a process of its own (this test binary run again, its output to
+/// /dev/null): with SIGPIPE at its default, a write by the test harness to a pipe the runner
+/// had closed would kill the test process too, which is not what is tested.
+#[test]
+fn a_child_that_exits_unread_does_not_kill_a_process_with_the_default_sigpipe() {
+    if std::env::var_os(SIGPIPE_SCENARIO).is_some() {
+        sigpipe_scenario();
+        return;
+    }
+    let status = std::process::Command::new(std::env::current_exe().expect("this test binary"))
+        .args([
+            "--exact",
+            "a_child_that_exits_unread_does_not_kill_a_process_with_the_default_sigpipe",
+            "--test-threads",
+            "1",
+        ])
+        .env(SIGPIPE_SCENARIO, "1")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .expect("run the scenario");
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        None,
+        "the scenario's process was killed by a signal (13 = SIGPIPE): {status:?}"
+    );
+    assert!(status.success(), "the scenario failed: {status:?}");
+}
+
+/// Set in the environment of the process that runs [`sigpipe_scenario`].
+const SIGPIPE_SCENARIO: &str = "SKILLFORGE_TEST_SIGPIPE_SCENARIO";
+
+/// SIGPIPE at its default action, then a job whose child (`true`) exits before reading 1 MiB of
+/// stdin: the run passes and the process lives.
+fn sigpipe_scenario() {
+    // SAFETY: SIG_DFL installs no handler; this process runs only this scenario.
     #[expect(unsafe_code, reason = "setting a signal disposition; see SAFETY")]
     unsafe {
         nix::sys::signal::signal(
@@ -613,6 +648,10 @@ async fn a_child_that_exits_unread_does_not_kill_a_process_with_the_default_sigp
         stdin: Some("x".repeat(1024 * 1024)),
         ..argv(&["true"])
     };
-    let outcome = run(&payload).await;
+    let outcome = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(run(&payload));
     assert_eq!(outcome.exit, ExitClass::Passed, "{outcome:?}");
 }
