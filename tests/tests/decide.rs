@@ -1662,3 +1662,49 @@ fn s61_serve_graduates_a_canary_from_harvested_outcomes() {
         "superseded"
     );
 }
+
+// Issue 35 item 7: a judge that cannot run (here Claude Code with no login) is an error, never a
+// dropped verdict: exit 3 naming the judge and what to do, and nothing recorded — not even the
+// human's pick, which the same command then records without the judge.
+#[test]
+fn a_judge_that_cannot_run_is_an_error_and_records_nothing() {
+    let home = home();
+    import(&home, "Plan in numbered steps.\n", 0.8);
+    config(&home, "[skillopt]\nreview_runtimes = [\"claude\"]\n");
+    let user = tempfile::tempdir().unwrap();
+    let ab = |extra: &[&str]| {
+        let mut args = vec!["ab", "planner", "q", "--pick", "a", "--seed", "1"];
+        args.extend_from_slice(extra);
+        home.cmd()
+            .env("HOME", user.path())
+            .env_remove("ANTHROPIC_API_KEY")
+            .env_remove("CLAUDE_CODE_OAUTH_TOKEN")
+            .env_remove("ANTHROPIC_AUTH_TOKEN")
+            .args(&args)
+            .output()
+            .unwrap()
+    };
+    let out = ab(&["--judge"]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("the judge `claude` cannot run")
+            && stderr(&out).contains("nothing was recorded"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        sql(&home, "SELECT count(*) FROM ranked_feedback_events"),
+        "0",
+        "nothing recorded"
+    );
+    let out = ab(&[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        sql(
+            &home,
+            "SELECT group_concat(source) FROM ranked_feedback_events"
+        ),
+        "skillopt-ab",
+        "the human pick, without the judge"
+    );
+}

@@ -11,7 +11,8 @@ use skillforge_store::Store;
 use crate::config::{Config, resolve_home};
 use crate::exit::CliError;
 
-/// How long `worker` and `serve` wait at start for a queue server that does not answer.
+/// For how long `worker` and `serve`, waiting at start for a queue server that does not answer,
+/// say so every 10 s; after it, once a minute (they wait until it answers or they are stopped).
 pub const SERVICE_QUEUE_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Resolved global settings of one invocation.
@@ -141,14 +142,16 @@ impl Context {
     }
 
     /// Opens the queue for a long-running process (`worker`, `serve`), waiting out an outage of
-    /// its server: a fleet's worker started while Redis restarts or is paused keeps trying for
-    /// up to [`SERVICE_QUEUE_WAIT`], saying so on stderr once and then every 10 s, instead of
-    /// exiting at the first refused or timed-out connection. A URL that does not parse, a server
-    /// that answers and refuses (a wrong password), or one whose settings lose jobs, is refused
-    /// at once.
+    /// its server: a fleet's worker started while Redis restarts or is paused keeps trying until
+    /// the server answers (or the process is stopped), saying so on stderr at once, every 10 s for
+    /// [`SERVICE_QUEUE_WAIT`] and then once a minute, instead of exiting at the first refused or
+    /// timed-out connection: a supervisor's restart loop would only do the same, and a worker
+    /// paused or starved past any fixed deadline must not die of it. A URL that does not parse, a
+    /// server that answers and refuses (a wrong password), or one whose settings lose jobs, is
+    /// refused at once.
     ///
     /// # Errors
-    /// As [`Context::queue_checked`], after the wait for an unreachable server.
+    /// As [`Context::queue_checked`], except a server that does not answer.
     pub async fn queue_for_service(&self) -> Result<Arc<dyn QueueBackend>, CliError> {
         self.ensure_home()?;
         let started = std::time::Instant::now();
@@ -165,18 +168,23 @@ impl Context {
                     }
                     return self.check_settings(backend).await;
                 }
-                Err(e) if e.is_transient() && started.elapsed() < SERVICE_QUEUE_WAIT => {
-                    if said_at.is_none_or(|at| at.elapsed() >= std::time::Duration::from_secs(10)) {
+                Err(e) if e.is_transient() => {
+                    let every = if started.elapsed() < SERVICE_QUEUE_WAIT {
+                        std::time::Duration::from_secs(10)
+                    } else {
+                        std::time::Duration::from_secs(60)
+                    };
+                    if said_at.is_none_or(|at| at.elapsed() >= every) {
                         eprintln!(
-                            "waiting for the queue (up to {} s in all): {e}",
-                            SERVICE_QUEUE_WAIT.as_secs()
+                            "waiting for the queue ({} s so far; until it answers — check the URL with \
+                             `skillforge doctor`, stop with SIGTERM): {e}",
+                            started.elapsed().as_secs()
                         );
                         said_at = Some(std::time::Instant::now());
                     }
                     tokio::time::sleep(delay).await;
                     delay = (delay * 2).min(std::time::Duration::from_secs(2));
                 }
-                // Out of patience: the same error, with its hint, as any other command's.
                 Err(e) => return Err(self.open_error(e)),
             }
         }

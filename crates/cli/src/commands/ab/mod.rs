@@ -424,8 +424,8 @@ async fn run_judges(
             template_version: None,
             model: judge_model.map(str::to_owned),
         };
-        // A judge that cannot answer is an unreadable verdict, never a failed A/B: the human pick
-        // is still recorded (S-78: the judge result is dropped, no error).
+        // A judge that ran and gave no usable answer is an unreadable verdict, never a failed
+        // A/B: the human pick is still recorded (S-78: the judge result is dropped, no error).
         match call_agent(ctx, backend, call).await {
             Ok(answer) => {
                 let verdict = parse_verdict(&answer.message);
@@ -441,7 +441,17 @@ async fn run_judges(
                 ));
                 verdicts.push(verdict);
             }
-            Err(e) if judge_only && e.code == crate::exit::ENVIRONMENT => return Err(e),
+            // A judge that cannot run (not installed, not logged in, its API unreachable) is an
+            // error, never a dropped verdict (issue 35 item 7): nothing is recorded yet.
+            Err(e) if e.code == crate::exit::ENVIRONMENT => {
+                return Err(CliError::env(anyhow!(
+                    "the judge `{runtime}` cannot run ({:#}); nothing was recorded: fix it \
+                     (`skillforge doctor` says what each runtime lacks), or pick without the judge \
+                     (drop --judge{})",
+                    e.error,
+                    if judge_only { "-only" } else { "" }
+                )));
+            }
             Err(e) => {
                 eprintln!(
                     "judge {runtime} gave no answer ({:#}); its verdict is dropped",
