@@ -66,6 +66,7 @@ fn no_internal_ids_or_code_names_in_any_help() {
                 .unwrap(),
             "a citation of where a rule comes from",
         ),
+        (Regex::new(r"\bMode [AB]\b").unwrap(), "an internal mode name"),
         // A constant's name, not a flag's `<MAX_WORDS>` value placeholder.
         (
             Regex::new(r"(?:^|[^<A-Z_])(MAX_[A-Z_]+)\b").unwrap(),
@@ -199,4 +200,24 @@ fn global_flags_are_listed_once_after_each_commands_own_options() {
         found.len(),
         found.join("\n")
     );
+}
+
+/// The JSON Schemas an editor shows while a person writes a file say no rule ids, citations,
+/// Rust or Go type talk (they are generated from docstrings that do: `contract::schema::for_users`).
+#[test]
+fn the_checked_in_schemas_read_without_internal_ids_or_citations() {
+    let banned = Regex::new(
+        r"\b[SEO]-\d+\b|\bCP-\d|\b(?:facts|resolutions|DESIGN) ?§|\bissue \d+|\(seed\b|\bseed:|crate::|loop\.md|Go struct|\bMode [AB]\b|Ours:",
+    )
+    .unwrap();
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/schemas");
+    let mut found = Vec::new();
+    for file in std::fs::read_dir(&dir).unwrap() {
+        let path = file.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        for m in banned.find_iter(&text) {
+            found.push(format!("{}: `{}`", path.display(), m.as_str()));
+        }
+    }
+    assert!(found.is_empty(), "{}", found.join("\n"));
 }

@@ -1202,3 +1202,23 @@ fn a_scripted_reply_in_the_template_fails_option_generation_at_once_saying_why()
         "{jobs:#}"
     );
 }
+
+// A decision on the candidate the session just made needs no extra `continue`: `--reject` (or
+// `--promote`) right after the candidate is created publishes its review first, then applies the
+// decision (a new user following docs/train.md was refused "promote or reject only after the
+// candidate review is published").
+#[test]
+fn a_decision_right_after_the_candidate_is_made_publishes_its_review_first() {
+    let home = Home::embedded();
+    start(&home, true);
+    let version = iterate_to_candidate(&home);
+    assert_eq!(status(&home)["current_phase"], "candidate_created");
+    let (_, err) = cont(&home, &["--reject", &version, "--reason", "not yet"], 0);
+    let st = status(&home);
+    assert_eq!(st["current_phase"], "candidate_rejected", "{err}\n{st:#}");
+    let review = Path::new(st["review_packet"].as_str().unwrap())
+        .parent()
+        .unwrap()
+        .join("candidate-review.md");
+    assert!(review.is_file(), "the candidate review was published first");
+}

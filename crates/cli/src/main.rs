@@ -97,7 +97,7 @@ enum Command {
     /// The optimize loop: hypotheses -> experiments in worktrees -> measure -> decide -> keep/revert.
     #[command(subcommand)]
     Optimize(commands::optimize::OptimizeCommand),
-    /// Automatic trace harvesting (Mode A): attributions, outcomes, leg events, status.
+    /// Automatic trace harvesting from pull requests: attributions, outcomes, leg events, status.
     #[command(subcommand)]
     Harvest(commands::harvest::HarvestCommand),
     /// A/B judges measured against the human picks: agreement and Cohen's κ per judge.

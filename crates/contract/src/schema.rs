@@ -85,7 +85,11 @@ pub fn user_text(text: &str) -> String {
         let path = &c[1];
         format!("`{}`", path.rsplit("::").next().unwrap_or(path))
     });
+    static JARGON: LazyLock<regex::Regex> = LazyLock::new(|| {
+        regex::Regex::new(r"\s*Field order = Go struct order\.?| at CP-\d+").expect("valid regex")
+    });
     let unprefixed = PREFIX.replace_all(&linked, "");
+    let unprefixed = JARGON.replace_all(&unprefixed, "");
     let out = PAREN.replace_all(&unprefixed, |c: &regex::Captures| {
         let groups: Vec<String> = c[1]
             .split(';')

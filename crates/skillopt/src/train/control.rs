@@ -53,6 +53,13 @@ pub async fn continue_session(
         report.next_action = next_action_for(it.state, &session.id);
     }
     if req.promote.is_some() || req.reject.is_some() {
+        // The candidate the session just made, its review not published yet: published first,
+        // so deciding on it needs no extra `continue` in between.
+        if it.state == TrainState::CandidateCreated
+            && let Some(step) = step_for(it.state)
+        {
+            run_step(step, env, &session, &mut it, req, &mut report).await?;
+        }
         decide(env, &mut it, req, &mut report).await?;
         report.state = it.state;
         return Ok(report);
