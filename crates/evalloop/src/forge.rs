@@ -254,7 +254,7 @@ pub async fn run_forge(env: &ForgeEnv<'_>, req: &ForgeRequest) -> Result<ForgeRe
     );
     let ledger = ledger_path(env.home);
     let rows = read_ledger(&ledger).map_err(env_err)?;
-    if let Some(row) = rejected(&rows, &skill, &digest) {
+    if let Some(row) = rejected(&rows, &skill, &digest, &req.judge_runtime) {
         let how = if row.skill_digest.is_some() {
             "this content is never evaluated again; an edited skill is a new candidate and is evaluated"
         } else {

@@ -184,16 +184,34 @@ pub fn backup_ledger(path: &Path, now: DateTime<Utc>) -> Result<PathBuf, LedgerE
     Ok(backup)
 }
 
+/// The runtime whose judge is a deterministic stand-in, not a model.
+pub const STAND_IN_RUNTIME: &str = "scripted";
+
 /// The row that makes `skill` (its tree's `digest`, `sha256:<hex>`) a loser, if any (E-17:
 /// losers are never re-evaluated): the skill's latest forge decision when that is a reject of
 /// the same content. A reject recorded without a digest (before digests were recorded) stands
 /// for any content; a later adopt or probation ends it; an edited skill (another digest) is a
-/// new candidate and is evaluated.
-pub fn rejected<'a>(rows: &'a [LedgerRow], skill: &str, digest: &str) -> Option<&'a LedgerRow> {
+/// new candidate and is evaluated. A decision the `scripted` stand-in judged is no evaluation
+/// for a forge judged by a model (`judge_runtime` another runtime): it counts only for scripted
+/// forges, so trying a skill without a model never bars it from a real evaluation.
+pub fn rejected<'a>(
+    rows: &'a [LedgerRow],
+    skill: &str,
+    digest: &str,
+    judge_runtime: &str,
+) -> Option<&'a LedgerRow> {
+    let counts = |r: &LedgerRow| {
+        judge_runtime == STAND_IN_RUNTIME
+            || r.judge
+                .as_ref()
+                .is_none_or(|j| j.runtime != STAND_IN_RUNTIME)
+    };
     rows.iter()
         .rev()
         .find(|r| {
-            r.skill == skill && matches!(r.decision.as_str(), "reject" | "adopt" | "probation")
+            r.skill == skill
+                && matches!(r.decision.as_str(), "reject" | "adopt" | "probation")
+                && counts(r)
         })
         .filter(|r| r.decision == "reject" && r.skill_digest.as_deref().is_none_or(|d| d == digest))
 }
@@ -253,10 +271,10 @@ pub(crate) mod tests {
         let rows = read_ledger(&path).unwrap();
         assert_eq!(rows.len(), 2);
         assert!(
-            rejected(&rows, "l", "sha256:1").is_some(),
+            rejected(&rows, "l", "sha256:1", "claude").is_some(),
             "a reject without a digest stands for any content"
         );
-        assert!(rejected(&rows, "a", "sha256:1").is_none());
+        assert!(rejected(&rows, "a", "sha256:1", "claude").is_none());
         assert_eq!(open_entries(&rows).len(), 1);
         std::fs::write(&path, "{\"skill\":1}\n").unwrap();
         assert!(
@@ -278,16 +296,16 @@ pub(crate) mod tests {
         };
         let rows = vec![with("reject", "sha256:1")];
         assert_eq!(
-            rejected(&rows, "s", "sha256:1").map(|r| r.decision.as_str()),
+            rejected(&rows, "s", "sha256:1", "claude").map(|r| r.decision.as_str()),
             Some("reject")
         );
         assert!(
-            rejected(&rows, "s", "sha256:2").is_none(),
+            rejected(&rows, "s", "sha256:2", "claude").is_none(),
             "edited content is evaluated"
         );
         let rows = vec![with("reject", "sha256:1"), with("adopt", "sha256:2")];
         assert!(
-            rejected(&rows, "s", "sha256:1").is_none(),
+            rejected(&rows, "s", "sha256:1", "claude").is_none(),
             "a later adopt ends the reject"
         );
         let rows = vec![
@@ -299,9 +317,23 @@ pub(crate) mod tests {
             },
         ];
         assert!(
-            rejected(&rows, "s", "sha256:3").is_some(),
+            rejected(&rows, "s", "sha256:3", "claude").is_some(),
             "a recheck row is not a forge decision"
         );
+        // E-17 with the scripted stand-in: its reject bars only scripted forges of the content.
+        let stand_in = LedgerRow {
+            judge: Some(crate::sample::AgentSetup {
+                runtime: STAND_IN_RUNTIME.into(),
+                model: Some("scripted-cheap".into()),
+            }),
+            ..with("reject", "sha256:4")
+        };
+        let rows = vec![stand_in];
+        assert!(
+            rejected(&rows, "s", "sha256:4", "claude").is_none(),
+            "a stand-in's verdict is no evaluation for a model's forge"
+        );
+        assert!(rejected(&rows, "s", "sha256:4", STAND_IN_RUNTIME).is_some());
     }
 
     // E-20
