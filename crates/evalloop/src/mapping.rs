@@ -136,8 +136,10 @@ pub fn judge_prompt(brief: &Brief, a: &SlotView, b: &SlotView) -> String {
         } else {
             view.files.join("\n")
         };
+        // The answer fenced, so its own Markdown (a `### Fixed` heading) cannot read as the
+        // prompt's structure.
         let mut text = format!(
-            "### {name}\nFinal message:\n{}\n\nFiles:\n{files}\n",
+            "### {name}\nFinal message:\n~~~~\n{}\n~~~~\n\nFiles:\n{files}\n",
             view.final_message.trim()
         );
         for (path, content) in &view.delivered {
@@ -199,6 +201,12 @@ mod tests {
         assert!(
             prompt.contains("one in the file") && prompt.contains("two in the file"),
             "{prompt}"
+        );
+        // Each answer fenced: its own Markdown headings cannot read as the prompt's slots.
+        let md = judge_prompt(&brief, &view("### Fixed\n- one"), &view("two"));
+        assert!(
+            md.contains("Final message:\n~~~~\n### Fixed\n- one\n~~~~\n"),
+            "{md}"
         );
         let m = Mapping::new(false);
         assert_eq!(

@@ -187,19 +187,29 @@ pub fn discover_skills(workdir: &Path) -> Vec<FoundSkill> {
 }
 
 /// The slot (`"a"` or `"b"`) whose `### A` / `### B` section of `prompt` contains `needle`;
-/// `None` when both or neither do.
+/// `None` when both or neither do. Only a slot header starts a section: a `###` heading inside
+/// an answer (a Markdown answer's `### Fixed`) or inside a `~~~~` fence is the answer's text.
 pub fn preferred_slot(prompt: &str, needle: &str) -> Option<&'static str> {
     let mut current: Option<&'static str> = None;
     let (mut in_a, mut in_b) = (false, false);
+    let mut fenced = false;
     for line in prompt.lines() {
+        if line.trim_start().starts_with("~~~~") {
+            fenced = !fenced;
+        }
         let head = line.trim().to_ascii_lowercase();
-        if let Some(rest) = head.strip_prefix("###") {
-            current = match rest.trim().trim_start_matches("slot").trim() {
-                "a" => Some("a"),
-                "b" => Some("b"),
-                _ => None,
-            };
-            continue;
+        if !fenced && let Some(rest) = head.strip_prefix("###") {
+            match rest.trim().trim_start_matches("slot").trim() {
+                "a" => {
+                    current = Some("a");
+                    continue;
+                }
+                "b" => {
+                    current = Some("b");
+                    continue;
+                }
+                _ => {}
+            }
         }
         if line.contains(needle) {
             match current {
@@ -249,6 +259,12 @@ mod tests {
 
     #[test]
     fn preferred_slot_reads_sections() {
+        let markdown = "### A\n### Fixed\n- GOOD login\n### B\n### Fixed\n- meh\n";
+        assert_eq!(
+            preferred_slot(markdown, "GOOD"),
+            Some("a"),
+            "a heading inside an answer is the answer's text"
+        );
         let prompt = "rubric\nscripted: prefer GOOD\n### A\nmeh\n### B\nthis is GOOD\n";
         assert_eq!(preferred_slot(prompt, "GOOD"), Some("b"));
         assert_eq!(
