@@ -319,6 +319,20 @@ fn eval_report_and_status_show_each_arms_verify_and_invalid_samples_as_invalid()
         json["samples"][0]["invalid_code"],
         "both_arms_failed_verify"
     );
+    // `eval report` too, saying it once (the reason starts with the words already).
+    let report = String::from_utf8(
+        broken
+            .home
+            .run(&["eval", "report", "--brief", BRIEF_ID])
+            .stdout,
+    )
+    .unwrap();
+    assert!(
+        report.contains("sample 1: invalid: both arms failed verify")
+            && !report.contains("both_arms_failed_verify")
+            && !report.contains("both arms failed verify — both arms failed verify"),
+        "{report}"
+    );
 }
 
 // E-13 (resolutions 21, issue 34 item 7): a sample's two arms may run side by side on this

@@ -510,9 +510,9 @@ pub async fn run_forge(env: &ForgeEnv<'_>, req: &ForgeRequest) -> Result<ForgeRe
         match prepare_judge(&req.brief, &sdir, n, &skill, &judge).map_err(env_err)? {
             PreJudge::Invalid(v) => {
                 env.reporter.step(&format!(
-                    "sample {n}: invalid ({}): {}",
-                    v.invalid_code.map(|c| c.as_str()).unwrap_or_default(),
-                    v.reason
+                    "sample {n}: {}",
+                    v.invalid_code
+                        .map_or_else(|| format!("invalid: {}", v.reason), |c| c.line(&v.reason))
                 ));
                 so_far.push(v);
             }

@@ -55,6 +55,25 @@ impl InvalidCode {
         }
     }
 
+    /// The code in words, for people (`both arms failed verify`); files and `--json` keep
+    /// [`InvalidCode::as_str`].
+    pub fn words(self) -> String {
+        self.as_str().replace('_', " ")
+    }
+
+    /// `invalid: <reason>` for people: the code in words, then the reason unless it already
+    /// starts with them (reasons usually do).
+    pub fn line(self, reason: &str) -> String {
+        let words = self.words();
+        if reason.is_empty() {
+            format!("invalid: {words}")
+        } else if reason.starts_with(&words) {
+            format!("invalid: {reason}")
+        } else {
+            format!("invalid ({words}): {reason}")
+        }
+    }
+
     /// Whether this code alone stops the brief on the first sample (E-45, E-55).
     pub fn stops_at_once(self) -> bool {
         matches!(

@@ -30,7 +30,9 @@ pub fn brief_stop(verdicts: &[SampleVerdict]) -> Option<Stopped> {
                     code,
                     reason: format!(
                         "sample {}: {} stops the brief: {}",
-                        v.sample, code, v.reason
+                        v.sample,
+                        code.words(),
+                        v.reason
                     ),
                 });
             }

@@ -427,8 +427,12 @@ async fn forge(ctx: &Context, mut args: ForgeArgs) -> Result<Finished, CliError>
             );
         }
         for v in &report.samples {
+            if let Some(code) = v.invalid_code {
+                println!("sample {}: {}", v.sample, code.line(&v.reason));
+                continue;
+            }
             let what = match (v.invalid_code, v.winner) {
-                (Some(code), _) => format!("invalid: {}", code.to_string().replace('_', " ")),
+                (Some(code), _) => format!("invalid: {}", code.words()),
                 (None, Some(w)) => format!(
                     "winner: {}",
                     serde_json::to_value(w)

@@ -182,8 +182,17 @@ pub fn run(ctx: &Context, args: ReportArgs) -> CliResult {
                 state.brief_id, state.skill, state.forge_id
             );
             for s in &samples {
-                let (label, reason) = verdict_text(s.verdict.as_ref());
-                println!("sample {}: {label} — {reason}", s.n);
+                match s
+                    .verdict
+                    .as_ref()
+                    .and_then(|v| v.invalid_code.map(|c| (c, v)))
+                {
+                    Some((code, v)) => println!("sample {}: {}", s.n, code.line(&v.reason)),
+                    None => {
+                        let (label, reason) = verdict_text(s.verdict.as_ref());
+                        println!("sample {}: {label} — {reason}", s.n);
+                    }
+                }
                 for (idx, a) in s.arms.iter().enumerate() {
                     println!(
                         "  [{}] {} ({}; {})",
