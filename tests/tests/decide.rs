@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use skillforge_tests::decide::{
     ab, config, count, decide_tables, events, harvest_outcome, home, import, sql, stderr,
 };
-use skillforge_tests::{Home, write};
+use skillforge_tests::{Home, PLANNER_TEMPLATE, write};
 
 // ---------------------------------------------------------------------------------------------
 // Mode B: ab, the bandit, the judge
@@ -1707,4 +1707,32 @@ fn a_judge_that_cannot_run_is_an_error_and_records_nothing() {
         "skillopt-ab",
         "the human pick, without the judge"
     );
+}
+
+// A candidate made from an older version than the current one, promoted by hand: promoted (a
+// person chose it), and the output says the current version's changes are not in it.
+#[test]
+fn promoting_a_candidate_made_from_an_older_version_says_what_it_leaves_out() {
+    let home = home();
+    import(&home, "Plan in numbered steps.\n", 0.8);
+    // A newer version of the template added since: v3 current, the candidate v2 made from v1.
+    let newer = PLANNER_TEMPLATE.replace("Do it.", "Do it, then check it.");
+    let file = write(&home.path().join("in/planner-new.md"), &newer);
+    let added = home.run(&[
+        "template",
+        "add",
+        file.to_str().unwrap(),
+        "--repo",
+        "acme/templates",
+    ]);
+    assert!(added.status.success(), "{}", stderr(&added));
+    let out = home.run(&["candidate", "promote", "planner@v2"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("planner@v2 was made from planner@v1, not from planner@v3"),
+        "{}",
+        stderr(&out)
+    );
+    let json = home.json(&["template", "show", "planner"]);
+    assert_eq!(json["version_id"], "planner@v2", "{json:#}");
 }

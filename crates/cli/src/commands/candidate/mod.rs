@@ -473,12 +473,29 @@ async fn promote(ctx: &Context, reference: &str, reason: &str) -> CliResult {
             if let Some(canary) = &running {
                 canary_ended(ctx, &store, &candidate.template_id, canary, &id, "promoted").await?;
             }
+            // Made from an older version than the one it replaces: that version's changes are
+            // not in it. Said, not refused (a person chose it; the canary and auto-promotion
+            // refuse such a base as "rebase needed").
+            let stale_base = previous
+                .as_ref()
+                .filter(|p| {
+                    !candidate.base_version_id.is_empty() && **p != candidate.base_version_id
+                })
+                .map(|_| candidate.base_version_id.clone());
             if ctx.json {
-                print_json(&json!({"version_id": id, "state": "current", "superseded": previous}));
+                print_json(
+                    &json!({"version_id": id, "state": "current", "superseded": previous, "stale_base": stale_base}),
+                );
             } else {
-                match previous {
+                match &previous {
                     Some(p) => println!("promoted {id} to current ({p} superseded)"),
                     None => println!("promoted {id} to current"),
+                }
+                if let (Some(base), Some(p)) = (&stale_base, &previous) {
+                    eprintln!(
+                        "note: {id} was made from {base}, not from {p}: what {p} changed is not in it \
+                         (`skillforge template show {p} --content` shows it)"
+                    );
                 }
             }
             Ok(OK)
