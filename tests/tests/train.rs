@@ -1193,6 +1193,18 @@ fn a_scripted_reply_in_the_template_fails_option_generation_at_once_saying_why()
         !stderr.contains("result left pending") && !stderr.contains("could not be applied within"),
         "the unusable answer is the result, applied without effect:\n{stderr}"
     );
+    assert_eq!(
+        stderr.matches("`scripted: reply`").count(),
+        1,
+        "what to do is said once for both items:\n{stderr}"
+    );
+    // Continuing fails the same way: status says a new session is the way on.
+    let st = home.run(&["train", "status", "--session", SESSION]);
+    let said = String::from_utf8_lossy(&st.stdout);
+    assert!(
+        said.contains("option generation failed") && said.contains("start a new session"),
+        "{said}"
+    );
     let jobs = home.json(&["jobs", "list"]);
     assert!(
         jobs.as_array()

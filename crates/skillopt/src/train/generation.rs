@@ -139,7 +139,16 @@ pub struct AppliedOptions {
     /// agent said, so this is the result applied without effect; the train step reports it as
     /// the item's failure.
     pub unusable_output: Option<String>,
+    /// With `unusable_output`: the `scripted` stand-in answered plain text, i.e. the template's
+    /// `scripted: reply` line (see [`SCRIPTED_REPLY_HINT`]).
+    pub scripted_reply: bool,
 }
+
+/// What to do when the `scripted` stand-in answered a template's `scripted: reply` line instead of
+/// options (the eval loop's quickstart skill carries one).
+pub const SCRIPTED_REPLY_HINT: &str = "the scripted agent answered the template's `scripted: reply` \
+     line instead of options: train a copy of the skill without that line, or start the session \
+     with a model runtime, `train start --runtime claude`";
 
 impl TrainResultHandler {
     /// Writes the options of a finished generation job (no-op for other jobs).
@@ -212,11 +221,10 @@ impl TrainResultHandler {
                 return Ok(applied);
             }
             Err(e) => {
-                applied.unusable_output = Some(format!(
-                    "generation job {} (item `{item_id}`): {e}{}",
-                    job.id,
-                    scripted_reply_hint(&report.runtime, &message)
-                ));
+                applied.unusable_output =
+                    Some(format!("generation job {} (item `{item_id}`): {e}", job.id));
+                applied.scripted_reply =
+                    report.runtime == "scripted" && !message.trim_start().starts_with('{');
                 return Ok(applied);
             }
         };
@@ -260,18 +268,6 @@ impl TrainResultHandler {
             }
         }
         Ok(applied)
-    }
-}
-
-/// For the scripted agent, what makes it answer something other than options: a `scripted:
-/// reply` line in the template (as the eval loop's quickstart skill has) answers every prompt,
-/// option generation's included.
-fn scripted_reply_hint(runtime: &str, message: &str) -> &'static str {
-    if runtime == "scripted" && !message.trim_start().starts_with('{') {
-        " (the scripted agent answered the template's `scripted: reply` line: train a copy of the \
-         skill without it, or start the session with a model runtime, `train start --runtime claude`)"
-    } else {
-        ""
     }
 }
 

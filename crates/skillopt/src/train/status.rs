@@ -738,6 +738,13 @@ fn next_action(
             "fill {}/feedback.yml, then skillforge train continue --session {session_id}",
             meta.review.path
         ),
+        // The agents' answers are applied: continuing fails the same way. A new session
+        // generates new options.
+        _ if meta.generation.status == "failed" && state == TrainState::ItemsReady => format!(
+            "option generation failed ({}); its answers are kept, so continuing fails the same way: \
+             fix what it says, then start a new session (`skillforge train start … --session NEW`)",
+            meta.generation.error
+        ),
         "optimizer_completed_no_candidate"
             if meta.optimizer.no_candidate_reason == NO_ACTIONABLE_FEEDBACK =>
         {

@@ -167,6 +167,7 @@ pub(crate) async fn apply_generation_results(
         blobs: BlobStore::in_home(env.home),
     };
     let mut failures = Vec::new();
+    let mut scripted_reply = false;
     for job in jobs {
         if job.state != JobState::Succeeded {
             let why = job
@@ -183,6 +184,7 @@ pub(crate) async fn apply_generation_results(
                 tx.commit().await?;
                 if let Some(why) = applied.unusable_output {
                     failures.push(why);
+                    scripted_reply |= applied.scripted_reply;
                 }
             }
             Err(e) => {
@@ -190,6 +192,10 @@ pub(crate) async fn apply_generation_results(
                 failures.push(e.to_string());
             }
         }
+    }
+    if scripted_reply {
+        // Said once, after every item's failure.
+        failures.push(crate::train::generation::SCRIPTED_REPLY_HINT.to_owned());
     }
     Ok(failures)
 }
