@@ -502,11 +502,19 @@ async fn runtime_check(profile: &skillforge_runner_agent::RuntimeProfile) -> Che
     if let Err(e) =
         skillforge_evalloop::credentials::preflight(&profile.name, &env, &user_home, now_ms)
     {
+        // The preflight's message says what is missing and what to do: it is the fix, said once
+        // (with the login itself when it names only another way).
+        let said = e.to_string();
+        let fix = if said.contains("log in") {
+            said
+        } else {
+            format!("{said}; or log in with `{}`", profile.program)
+        };
         return check(
             name,
             Status::Warn,
-            format!("{version} installed, not logged in: {e}"),
-            login_fix(),
+            format!("{version} installed, not logged in"),
+            fix,
         );
     }
     if let Some(reason) =
@@ -525,6 +533,10 @@ async fn runtime_check(profile: &skillforge_runner_agent::RuntimeProfile) -> Che
     let var = |k: &str| std::env::var(k).ok();
     let upstreams = match skillforge_runner_agent::proxy::ProxyPlan::for_run(kind, &user_home, &var)
     {
+        // OpenCode with no provider of the user's own uses its hosted one: probed too.
+        Ok(None) if kind == skillforge_runner_agent::profile::ProxyKind::OpencodeProvider => {
+            vec![OPENCODE_HOSTED_API.to_owned()]
+        }
         Ok(plan) => plan.map(|p| p.upstreams).unwrap_or_default(),
         Err(e) => {
             return check(
@@ -567,6 +579,10 @@ async fn runtime_check(profile: &skillforge_runner_agent::RuntimeProfile) -> Che
         ),
     )
 }
+
+/// The model API OpenCode uses when no provider of the user's own is configured (the URL its
+/// own connection errors name).
+const OPENCODE_HOSTED_API: &str = "https://opencode.ai/zen/v1";
 
 /// Where a user sets the model API base URL of a runtime pointed at it by `kind`.
 fn base_url_setting(kind: skillforge_runner_agent::profile::ProxyKind) -> &'static str {
