@@ -185,7 +185,12 @@ fn review_promote_next(home: &Home, version: &str) {
         (Some(version), Some("current")),
         "{shown:#}"
     );
-    cont(home, &["--start-next"], 0);
+    let (out, err) = cont(home, &["--start-next"], 0);
+    let said = format!("{out}{err}");
+    assert!(
+        said.contains("previous iteration s1-i001: ") && !said.contains("candidate_promoted"),
+        "the previous iteration's state in words:\n{said}"
+    );
     let st = status(home);
     assert_eq!(st["current_phase"], "items_ready");
     assert_eq!(

@@ -441,8 +441,9 @@ pub(crate) async fn start_next(
     .await?;
     drop(conn);
     report.steps.push(format!(
-        "iteration {id} started on {base} (previous iteration {} is {})",
-        prev.id, prev.state
+        "iteration {id} started on {base} (previous iteration {}: {})",
+        prev.id,
+        crate::train::phase::describe(prev.state.as_str())
     ));
     load(env, &session.id).await
 }
