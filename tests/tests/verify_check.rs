@@ -49,6 +49,25 @@ fn s38_one_failing_command_fails_the_run() {
         job["attempts"], 1,
         "a fail verdict is an answer, not a retry"
     );
+    // The human report says each command's status in words (`--json` keeps `not_run`).
+    let out = home.run(&[
+        "verify",
+        "--repo",
+        repo.path().to_str().unwrap(),
+        "--rev",
+        "HEAD",
+        "--idempotency-key",
+        "words",
+        "--",
+        "true",
+        "exit 4",
+        "true",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("[not run, ") && !text.contains("not_run"),
+        "{text}"
+    );
 }
 
 // S-39: a command that cannot run skips the whole run: no verdict (no fabricated 0), exit 3.

@@ -203,8 +203,10 @@ fn report_verification(ctx: &Context, job: &Job) -> Result<Finished, CliError> {
                 .exit_code
                 .map(|c| format!(" exit {c}"))
                 .unwrap_or_default();
+            // In words (`not run`, `not runnable`); `--json` keeps the names.
             println!(
-                "  [{status}{code}, {}] {}",
+                "  [{}{code}, {}] {}",
+                status.replace('_', " "),
                 age(c.duration_ms as i64),
                 c.command
             );
