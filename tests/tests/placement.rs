@@ -163,6 +163,10 @@ fn a_waiting_command_fails_its_unplaceable_job(b: Backend) {
         stderr.contains("failed (not runnable): no live worker offers the label(s) host=db9"),
         "{stderr}"
     );
+    assert!(
+        !stderr.contains("ERROR"),
+        "said once in words, not also as a log line:\n{stderr}"
+    );
 
     with_deadline(&home, 0);
     let mut waiting = Reaped(

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use skillforge_runner::{ExitClass, RunOutcome};
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, error, warn};
+use tracing::{debug, info, warn};
 
 use crate::backend::QueueBackend;
 use crate::error::EngineError;
@@ -186,7 +186,8 @@ async fn fail_observed(
             detail: serde_json::Value::Null,
         };
         if backend.fail_queued(&job.id, &outcome).await? {
-            error!(job_id = %job.id, requires = %job.spec.requires.join(","), "job failed: {reason}");
+            // Info: `serve` logs it at its default level; a waiting command says it in words.
+            info!(job_id = %job.id, requires = %job.spec.requires.join(","), "job failed: {reason}");
             watch.since.remove(&job.id);
             failed.push(Unplaced {
                 job_id: job.id,
