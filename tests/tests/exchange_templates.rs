@@ -238,9 +238,17 @@ fn template_add_list_show_and_versions() {
         "superseded"
     );
 
-    // human output names the version
+    // human output names the version, as an aligned table under a header
     let out = f.home.run(&["template", "list"]);
-    assert!(String::from_utf8_lossy(&out.stdout).contains("planner@v2"));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("planner@v2"), "{text}");
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[0].starts_with("TEMPLATE"), "{text}");
+    assert_eq!(
+        lines[0].find("CURRENT"),
+        lines[1].find("planner@"),
+        "aligned:\n{text}"
+    );
 }
 
 // Issue 38 item 7: a template may declare OpenCode, a runtime skillforge runs.

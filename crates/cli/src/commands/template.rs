@@ -188,15 +188,33 @@ async fn list(ctx: &Context) -> CliResult {
     if out.is_empty() {
         eprintln!("no templates installed (add one with `skillforge template add FILE`)");
     }
-    for (t, versions) in &out {
-        println!(
-            "{:<24} current {:<16} versions {:<3} {}",
-            t.id,
-            t.current_version_id.as_deref().unwrap_or("-"),
-            versions.len(),
-            t.name
-        );
+    if out.is_empty() {
+        return Ok(OK);
     }
+    let rows: Vec<Vec<String>> = out
+        .iter()
+        .map(|(t, versions)| {
+            vec![
+                t.id.clone(),
+                t.current_version_id
+                    .clone()
+                    .unwrap_or_else(|| "-".to_owned()),
+                t.latest_version_id
+                    .clone()
+                    .unwrap_or_else(|| "-".to_owned()),
+                versions.len().to_string(),
+                t.name.clone(),
+            ]
+        })
+        .collect();
+    println!(
+        "{}",
+        crate::output::table(
+            &["TEMPLATE", "CURRENT", "LATEST", "VERSIONS", "NAME"],
+            &rows,
+            &[3]
+        )
+    );
     Ok(OK)
 }
 

@@ -191,15 +191,30 @@ async fn list(ctx: &Context, template: Option<&str>) -> CliResult {
             "no candidates{of} (train one with `skillforge train start`, or import one with `skillforge import --file candidate.json`)"
         );
     }
-    for c in &candidates {
-        let score = c
-            .score
-            .map_or_else(|| "-".to_owned(), |s| format!("{s:.3}"));
-        println!(
-            "{:<20} {:<10} score {:<6} base {:<16} {}",
-            c.version_id, c.version_state, score, c.base_version_id, c.created_at
-        );
+    if candidates.is_empty() {
+        return Ok(OK);
     }
+    let rows: Vec<Vec<String>> = candidates
+        .iter()
+        .map(|c| {
+            vec![
+                c.version_id.clone(),
+                c.version_state.clone(),
+                c.score
+                    .map_or_else(|| "-".to_owned(), |s| format!("{s:.3}")),
+                c.base_version_id.clone(),
+                c.created_at.clone(),
+            ]
+        })
+        .collect();
+    println!(
+        "{}",
+        crate::output::table(
+            &["CANDIDATE", "STATE", "SCORE", "BASE", "CREATED"],
+            &rows,
+            &[2]
+        )
+    );
     Ok(OK)
 }
 
