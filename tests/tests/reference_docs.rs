@@ -361,6 +361,7 @@ fn every_format_example_is_valid_against_its_schema_and_every_schema_is_linked()
         ("### `feedback.yml`", "yaml", "feedback-yml"),
         ("### Optimize spec", "yaml", "optimize-spec"),
         ("### BINEVAL question set", "yaml", "bineval-question-set"),
+        ("### Correction theme", "json", "correction-theme"),
     ];
     for (heading, lang, schema) in examples {
         let text = code_block_after(&doc, heading, lang);

@@ -63,6 +63,11 @@ pub fn all() -> &'static [Entry] {
             schema: skillforge_skillopt::bineval::set::schema,
         },
         Entry {
+            name: "correction-theme",
+            describes: "a correction theme, JSON (`eval forge --mode corrections --theme`; `eval theme --out` writes one)",
+            schema: || schema_for!(skillforge_evalloop::draft::DraftTheme),
+        },
+        Entry {
             name: "replay-corpus",
             describes: "a replay corpus, JSON (`candidate gate --corpus`)",
             schema: skillforge_skillopt::gate::corpus::schema,
