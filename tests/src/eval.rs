@@ -86,6 +86,18 @@ impl Setup {
         self.forge_env(brief, skill, extra, &[])
     }
 
+    /// [`Setup::forge`] on the `opencode` runtime (arms and judge) with [`Setup::empty_path`]:
+    /// no CLI is found, so the first sample's arms never run and the brief stops.
+    pub fn forge_with_no_cli(&self, brief: &Path, skill: &Path) -> (i32, Value, String) {
+        let path = self.empty_path();
+        self.forge_env(
+            brief,
+            skill,
+            &["--runtime", "opencode", "--judge-runtime", "opencode"],
+            &[("PATH", &path)],
+        )
+    }
+
     /// A `PATH` holding no program at all: a runtime profile (`codex`, `opencode`) finds no CLI
     /// whatever this machine has installed, so its arms never run.
     pub fn empty_path(&self) -> String {

@@ -79,38 +79,31 @@ pub fn ok(home: &Home, args: &[&str]) -> String {
 /// against its report: 1 when the pass was blocked, 4 when the candidate stays pending for a
 /// person (`notify`), else 0. Returns the report.
 pub fn decide_json(home: &Home, args: &[&str]) -> Value {
-    let out = home
-        .cmd()
-        .arg("--json")
-        .args(args)
-        .output()
-        .expect("run skillforge");
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "skillforge {args:?}: stdout is not JSON ({e}):\n{}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
-    let code = if report["blocked"].is_string() {
-        1
-    } else if report["decision"]["decision"] == "notify" {
-        4
-    } else {
-        0
-    };
-    assert_eq!(
-        out.status.code(),
-        Some(code),
-        "skillforge {args:?}: {report:#}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    report
+    json_with_exit(home, args, |report| {
+        if report["blocked"].is_string() {
+            1
+        } else if report["decision"]["decision"] == "notify" {
+            4
+        } else {
+            0
+        }
+    })
 }
 
 /// Runs `skillforge --json candidate canary-check ...` and checks its exit against its report: 4
 /// while a window holds or a decision is not applied yet, else 0. Returns the report.
 pub fn canary_check_json(home: &Home, args: &[&str]) -> Value {
+    json_with_exit(home, args, |report| {
+        let open = report
+            .as_array()
+            .is_some_and(|a| a.iter().any(|e| e["applied"] != true));
+        if open { 4 } else { 0 }
+    })
+}
+
+/// Runs `skillforge --json ARGS`, parses its report and asserts the exit code `expected` derives
+/// from it. Returns the report.
+fn json_with_exit(home: &Home, args: &[&str], expected: impl Fn(&Value) -> i32) -> Value {
     let out = home
         .cmd()
         .arg("--json")
@@ -124,12 +117,9 @@ pub fn canary_check_json(home: &Home, args: &[&str]) -> Value {
             String::from_utf8_lossy(&out.stderr)
         )
     });
-    let open = report
-        .as_array()
-        .is_some_and(|a| a.iter().any(|e| e["applied"] != true));
     assert_eq!(
         out.status.code(),
-        Some(if open { 4 } else { 0 }),
+        Some(expected(&report)),
         "skillforge {args:?}: {report:#}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );

@@ -126,13 +126,7 @@ fn e45_arm_never_ran_stops_the_brief_before_any_mapping() {
     let s = Setup::new();
     let skill = s.skill("tldr", GOOD_SKILL);
     let brief = s.brief(BRIEF_ID, "", "", VERIFY_SHORT);
-    let path = s.empty_path();
-    let (code, report, stderr) = s.forge_env(
-        &brief,
-        &skill,
-        &["--runtime", "opencode", "--judge-runtime", "opencode"],
-        &[("PATH", &path)],
-    );
+    let (code, report, stderr) = s.forge_with_no_cli(&brief, &skill);
     assert_eq!(code, 1, "{stderr}");
     assert_eq!(
         codes(&report),
@@ -1739,13 +1733,7 @@ fn a_brief_stopped_on_a_setup_fault_or_edited_is_forged_anew_not_read_back() {
     let s = Setup::new();
     let skill = s.skill("tldr", GOOD_SKILL);
     let brief = s.brief(BRIEF_ID, "", "", VERIFY_SHORT);
-    let path = s.empty_path();
-    let (code, report, stderr) = s.forge_env(
-        &brief,
-        &skill,
-        &["--runtime", "opencode", "--judge-runtime", "opencode"],
-        &[("PATH", &path)],
-    );
+    let (code, report, stderr) = s.forge_with_no_cli(&brief, &skill);
     assert_eq!(
         (code, report["gate"]["decision"].as_str()),
         (1, Some("stopped")),

@@ -343,31 +343,35 @@ fn doctor_warns_on_a_runtime_that_is_installed_but_not_logged_in_or_cannot_reach
         }
     }
 
-    // Logged in, each model API at a loopback port nothing listens on.
-    let closed = format!("http://127.0.0.1:{}", skillforge_tests::free_port());
+    // Logged in, each model API at `base` (Codex's and OpenCode's configs, ANTHROPIC_BASE_URL).
+    let point_at = |base: &str| {
+        write(
+            &user.path().join(".codex/config.toml"),
+            &format!(
+                "model_provider = \"local\"\n[model_providers.local]\nname = \"local\"\nbase_url = \"{base}/v1\"\n"
+            ),
+        );
+        write(
+            &user.path().join(".config/opencode/opencode.json"),
+            &serde_json::json!({"provider": {"local": {"options": {"baseURL": format!("{base}/v1")}}}})
+                .to_string(),
+        );
+        doctor_as(
+            &home,
+            user.path(),
+            &[
+                ("ANTHROPIC_API_KEY", "sk-fake".to_owned()),
+                ("ANTHROPIC_BASE_URL", base.to_owned()),
+            ],
+        )
+    };
     write(
         &user.path().join(".codex/auth.json"),
         r#"{"OPENAI_API_KEY": "sk-fake"}"#,
     );
-    write(
-        &user.path().join(".codex/config.toml"),
-        &format!(
-            "model_provider = \"local\"\n[model_providers.local]\nname = \"local\"\nbase_url = \"{closed}/v1\"\n"
-        ),
-    );
-    write(
-        &user.path().join(".config/opencode/opencode.json"),
-        &serde_json::json!({"provider": {"local": {"options": {"baseURL": format!("{closed}/v1")}}}})
-            .to_string(),
-    );
-    let doc = doctor_as(
-        &home,
-        user.path(),
-        &[
-            ("ANTHROPIC_API_KEY", "sk-fake".to_owned()),
-            ("ANTHROPIC_BASE_URL", closed.clone()),
-        ],
-    );
+    // A loopback port nothing listens on.
+    let closed = format!("http://127.0.0.1:{}", skillforge_tests::free_port());
+    let doc = point_at(&closed);
     for name in ["runtime claude", "runtime codex", "runtime opencode"] {
         if let Some(c) = installed(&doc, name) {
             assert!(
@@ -383,25 +387,7 @@ fn doctor_warns_on_a_runtime_that_is_installed_but_not_logged_in_or_cannot_reach
     // The same with something listening there: ok.
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let open = format!("http://{}", listener.local_addr().unwrap());
-    write(
-        &user.path().join(".codex/config.toml"),
-        &format!(
-            "model_provider = \"local\"\n[model_providers.local]\nname = \"local\"\nbase_url = \"{open}/v1\"\n"
-        ),
-    );
-    write(
-        &user.path().join(".config/opencode/opencode.json"),
-        &serde_json::json!({"provider": {"local": {"options": {"baseURL": format!("{open}/v1")}}}})
-            .to_string(),
-    );
-    let doc = doctor_as(
-        &home,
-        user.path(),
-        &[
-            ("ANTHROPIC_API_KEY", "sk-fake".to_owned()),
-            ("ANTHROPIC_BASE_URL", open.clone()),
-        ],
-    );
+    let doc = point_at(&open);
     for name in ["runtime claude", "runtime codex", "runtime opencode"] {
         if let Some(c) = installed(&doc, name) {
             assert_eq!(c.1, "ok", "{c:?}");
