@@ -40,15 +40,12 @@ pub fn wait_phase(home: &Home, phase: &str) -> Value {
     })
 }
 
-/// Installs the `planner` template (repo `owner/repo`), writes [`ITEMS`] to `<home>/in/items.yml`
-/// and starts session `s1` on them (3 options per item, request "clearer commit messages") with
-/// `extra` flags after the others; returns the `train start --json` answer.
+/// The `train start` arguments of session `s1` on the `planner` template (repo `owner/repo`,
+/// request "clearer commit messages", 3 options per item) reading `items`, `extra` after them.
 ///
 /// # Panics
-/// When a command fails.
-pub fn start_with(home: &Home, extra: &[&str]) -> Value {
-    add_template(home, PLANNER_TEMPLATE, "owner/repo");
-    let items = write(&home.path().join("in/items.yml"), ITEMS);
+/// When `items` is not UTF-8 (temp paths are).
+pub fn start_args<'a>(items: &'a Path, extra: &[&'a str]) -> Vec<&'a str> {
     let mut args = vec![
         "train",
         "start",
@@ -59,7 +56,7 @@ pub fn start_with(home: &Home, extra: &[&str]) -> Value {
         "--request",
         "clearer commit messages",
         "--items-file",
-        path_arg(&items),
+        path_arg(items),
         "--yes",
         "--session",
         SESSION,
@@ -67,7 +64,19 @@ pub fn start_with(home: &Home, extra: &[&str]) -> Value {
         "3",
     ];
     args.extend_from_slice(extra);
-    home.json(&args)
+    args
+}
+
+/// Installs the `planner` template (repo `owner/repo`), writes [`ITEMS`] to `<home>/in/items.yml`
+/// and starts session `s1` on them ([`start_args`]) with `extra` flags after the others; returns
+/// the `train start --json` answer.
+///
+/// # Panics
+/// When a command fails.
+pub fn start_with(home: &Home, extra: &[&str]) -> Value {
+    add_template(home, PLANNER_TEMPLATE, "owner/repo");
+    let items = write(&home.path().join("in/items.yml"), ITEMS);
+    home.json(&start_args(&items, extra))
 }
 
 /// [`start_with`] with the workspace repo `owner/workspace` (`workspace`) or without any.

@@ -150,6 +150,16 @@ fn demo_on_a_real_repository_ends_with_a_pending_candidate_and_an_auto_trace_exp
         stdout.contains("1 recent merge attributed"),
         "the history has a merge:\n{stdout}"
     );
+    // The harvest's wait for its legs is said before it starts, after step 6 (a new user sat
+    // through seconds of silence there).
+    let waiting = stdout.find("waiting for 2 leg jobs").expect(&stdout);
+    assert!(
+        stdout.find("[6/7]").is_some_and(|six| six < waiting)
+            && stdout
+                .find("1 recent merge attributed")
+                .is_some_and(|done| waiting < done),
+        "{stdout}"
+    );
     let home_dir = home.path().display().to_string();
     assert!(
         stdout.contains(&format!(

@@ -159,6 +159,56 @@ fn rfc3339(secs: i64) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
 
+// Issue 35 item 5: a theme that finds nothing says where it looked (each source's directory and
+// how many session files it read) and which flags point elsewhere; `eval recheck` on no sessions
+// says the same on stderr.
+#[test]
+fn a_theme_without_sessions_says_where_it_looked() {
+    let w = World::adopted();
+    let empty = w.home.path().join("no-sessions");
+    std::fs::create_dir_all(&empty).unwrap();
+    let missing = w.home.path().join("missing");
+    let (code, out, err) = w.run(&[
+        "eval",
+        "theme",
+        "--skill",
+        SKILL,
+        "--sources",
+        "claude,codex",
+        "--claude-dir",
+        s(&empty),
+        "--codex-dir",
+        s(&missing),
+    ]);
+    assert_eq!(code, 1, "{out}{err}");
+    let looked = format!(
+        "read 0 sessions from claude {} (0 files), codex {} (no such directory)",
+        empty.display(),
+        missing.display()
+    );
+    assert!(
+        out.contains("no theme") && out.contains(&looked),
+        "{out}{err}"
+    );
+    assert!(out.contains("--claude-dir"), "{out}");
+    let (_, out, err) = w.run(&[
+        "eval",
+        "recheck",
+        "--dry-run",
+        "--sources",
+        "claude",
+        "--claude-dir",
+        s(&empty),
+    ]);
+    assert!(
+        err.contains(&format!(
+            "no agent sessions found in claude {} (0 files)",
+            empty.display()
+        )),
+        "{out}{err}"
+    );
+}
+
 // E-39, E-21, E-19, E-31: theme applied, dry run decides nothing, then the recheck confirms.
 #[test]
 fn e21_theme_then_dry_run_then_recheck_confirms() {

@@ -193,7 +193,56 @@ fn init_refuses_to_overwrite_and_names_every_existing_file() {
     ok(&home, &["init", path_arg(&fresh)]);
     assert!(fresh.join("skills/example-skill/SKILL.md").is_file());
     let (_, err) = run_code(&home, &["init", path_arg(&fresh)], 2);
-    assert!(err.contains("skills/example-skill/SKILL.md"), "{err}");
+    assert!(
+        err.contains("skills/example-skill/SKILL.md") && err.contains("init --update"),
+        "{err}"
+    );
+}
+
+// Issue 35 item 2: an existing home is brought up to this build with `init --update`: a schema
+// from an older build is rewritten, a missing starter file is written, and the user's own files
+// (config.toml, an edited starter) are kept byte for byte.
+#[test]
+fn init_update_refreshes_schemas_and_keeps_the_users_files() {
+    let home = Home::embedded();
+    let dir = home.path().join("team-home");
+    ok(&home, &["init", path_arg(&dir)]);
+    let config = "[worker]\nconcurrency = 2\n";
+    write(&dir.join("config.toml"), config);
+    write(&dir.join("train/items.yml"), "items: []\n");
+    write(&dir.join("schemas/eval-brief.json"), "{\"old\": true}\n");
+    std::fs::remove_file(dir.join("optimize/spec.yml")).unwrap();
+    let report = home.json(&["init", "--update", path_arg(&dir)]);
+    assert_eq!(
+        report["refreshed"],
+        serde_json::json!(["schemas/eval-brief.json"]),
+        "{report:#}"
+    );
+    assert_eq!(
+        report["written"],
+        serde_json::json!(["optimize/spec.yml"]),
+        "{report:#}"
+    );
+    let kept = report["kept"].as_array().unwrap();
+    assert!(
+        kept.iter().any(|k| k == "config.toml") && kept.iter().any(|k| k == "train/items.yml"),
+        "{report:#}"
+    );
+    assert_eq!(read(&dir.join("config.toml")), config);
+    assert_eq!(read(&dir.join("train/items.yml")), "items: []\n");
+    assert_eq!(
+        read(&dir.join("schemas/eval-brief.json")),
+        ok(&home, &["schema", "eval-brief"])
+    );
+    assert!(dir.join("optimize/spec.yml").is_file());
+    // Up to date: nothing refreshed or written, and the person is told so.
+    let again = ok(&home, &["init", "--update", path_arg(&dir)]);
+    assert!(
+        again.contains("schemas refreshed for this build: none")
+            && again.contains("files that were missing, written: none")
+            && again.contains("skillforge schema config"),
+        "{again}"
+    );
 }
 
 #[test]

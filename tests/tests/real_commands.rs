@@ -12,6 +12,7 @@ use std::process::Command;
 use serde_json::Value;
 use skillforge_tests::agent_user::{AgentUser, REAL_RUNTIMES, USER_MARKER, on_path};
 use skillforge_tests::fake_model::{FakeModel, Reply, Seen, Tokens};
+use skillforge_tests::train::start_args;
 use skillforge_tests::{Home, PLANNER_TEMPLATE, add_template, path_arg, write};
 
 /// The `planner` template declaring a runtime that is none of the three (`shell`), so each real
@@ -139,27 +140,10 @@ fn train_option_generation_runs_on_each_real_cli_and_status_shows_its_spend() {
             &home,
             &user,
             runtime,
-            &[
-                "train",
-                "start",
-                "--template",
-                "planner",
-                "--repo",
-                "owner/repo",
-                "--request",
-                "clearer commit messages",
-                "--items-file",
-                path_arg(&items),
-                "--yes",
-                "--session",
-                "s1",
-                "--options",
-                "3",
-                "--workspace-repo",
-                "owner/workspace",
-                "--runtime",
-                runtime,
-            ],
+            &start_args(
+                &items,
+                &["--workspace-repo", "owner/workspace", "--runtime", runtime],
+            ),
         );
         let out = cmd(&home, &user, &["train", "continue", "--session", "s1"])
             .output()

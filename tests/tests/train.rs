@@ -9,6 +9,7 @@ use std::process::{Child, Stdio};
 
 use nix::sys::signal::Signal;
 use serde_json::Value;
+use skillforge_tests::eval::{BRIEF_ID, GOOD_SKILL, Setup, VERIFY_SHORT};
 use skillforge_tests::train::{
     ITEMS, SESSION, WAIT, candidates, cont, distill_backend, fill_feedback, out_root, packet,
     recover, start, start_to_feedback, start_with, status, train_config, wait_phase,
@@ -365,7 +366,8 @@ fn s98_without_workspace_repo_the_session_stays_at_request_confirmed() {
     );
     let (out, _) = run_code(&home, &["train", "status", "--session", SESSION], 0);
     assert!(
-        out.contains("next: start a session with --workspace-repo") && !out.contains("S-98"),
+        out.contains("next: start a new session with --workspace-repo (a local checkout")
+            && !out.contains("S-98"),
         "{out}"
     );
     let st = status(&home);
@@ -1145,33 +1147,26 @@ fn train_continue_and_recover_at_once_import_one_candidate() {
     assert_eq!(candidates(&home).len(), 1);
 }
 
-// A template whose body scripts the scripted agent's reply (the eval loop's quickstart skill)
-// makes option generation answer that reply instead of options: `train continue` fails at once
-// saying why and what to do, instead of retrying the unusable result until a 60 s deadline with
-// a warning per try (a new user saw 16 705 of them).
-#[test]
-fn a_scripted_reply_in_the_template_fails_option_generation_at_once_saying_why() {
-    let home = Home::embedded();
-    let skill = write(
-        &home.path().join("in/tldr/SKILL.md"),
-        "---\nname: tldr\ndescription: Keep status replies short\n---\nscripted: reply shipped 1.2, fixed login\n",
-    );
-    let added = home.run(&["template", "add", path_arg(skill.parent().unwrap())]);
+/// Adds the skill dir `skill` as a template and starts session `s1` on it (repo and workspace
+/// `owner/repo`) with [`ITEMS`].
+fn start_on_skill(home: &Home, skill: &Path) {
+    let added = home.run(&["template", "add", path_arg(skill)]);
     assert!(
         added.status.success(),
         "{}",
         String::from_utf8_lossy(&added.stderr)
     );
     let items = write(&home.path().join("in/items.yml"), ITEMS);
+    let name = skill.file_name().unwrap().to_str().unwrap();
     let started = home.run(&[
         "train",
         "start",
         "--template",
-        "tldr",
+        name,
         "--repo",
         "owner/repo",
         "--workspace-repo",
-        "owner/workspace",
+        "owner/repo",
         "--request",
         "short",
         "--items-file",
@@ -1185,12 +1180,56 @@ fn a_scripted_reply_in_the_template_fails_option_generation_at_once_saying_why()
         "{}",
         String::from_utf8_lossy(&started.stderr)
     );
+}
+
+// One skill for both loops without a model (issue 35 item 1: one representation): the eval loop's
+// quickstart skill scripts its arms' answer with `scripted: reply`, and the same SKILL.md, added
+// as a template, trains on the scripted runtime: a `reply` line answers the arms, never option
+// generation, so the session reaches its review packet (a new user had to keep two copies of the
+// skill, one without the line, and saw option generation fail on the one they had forged).
+#[test]
+fn the_forged_quickstart_skill_trains_on_scripted_as_the_same_skill() {
+    let setup = Setup::new();
+    let skill = setup.skill("tldr", GOOD_SKILL);
+    let brief = setup.brief(BRIEF_ID, "", "", VERIFY_SHORT);
+    let (code, report, stderr) = setup.forge(&brief, &skill, &[]);
+    assert_eq!(code, 0, "{stderr}\n{report:#}");
+    assert_eq!(report["gate"]["decision"], "adopt", "{report:#}");
+    let home = &setup.home;
+    start_on_skill(home, &skill);
+    let (out, err) = cont(home, &[], 4);
+    assert!(
+        out.contains("review published, waiting for feedback") && !err.contains("options-reply"),
+        "{out}\n{err}"
+    );
+    let st = status(home);
+    assert_eq!(st["status_phase"], "review_published", "{st:#}");
+    assert!(
+        st["progress"]["generated_options"].as_u64().unwrap() >= 4,
+        "options for both items: {st:#}"
+    );
+    let index = std::fs::read_to_string(packet(home).join("index.md")).unwrap();
+    assert!(
+        !index.contains("SHORT: shipped 1.2"),
+        "the arms' scripted answer is not an option:\n{index}"
+    );
+}
+
+// A template whose `scripted: options-reply` line holds no options makes option generation answer
+// it instead: `train continue` fails at once saying why and what to do, instead of retrying the
+// unusable result until a 60 s deadline with a warning per try (a new user saw 16 705 of them).
+#[test]
+fn an_options_reply_without_options_fails_option_generation_at_once_saying_why() {
+    let setup = Setup::new();
+    let skill = setup.skill("tldr", "scripted: options-reply shipped 1.2, fixed login");
+    let home = &setup.home;
+    start_on_skill(home, &skill);
     let out = home.run(&["train", "continue", "--session", SESSION]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
         stderr.contains("option generation failed")
-            && stderr.contains("`scripted: reply` line")
+            && stderr.contains("`scripted: options-reply`")
             && stderr.contains("train start --runtime claude"),
         "{stderr}"
     );
@@ -1199,7 +1238,7 @@ fn a_scripted_reply_in_the_template_fails_option_generation_at_once_saying_why()
         "the unusable answer is the result, applied without effect:\n{stderr}"
     );
     assert_eq!(
-        stderr.matches("`scripted: reply`").count(),
+        stderr.matches("`scripted: options-reply`").count(),
         1,
         "what to do is said once for both items:\n{stderr}"
     );

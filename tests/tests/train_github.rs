@@ -10,9 +10,9 @@ use std::process::Output;
 
 use serde_json::Value;
 use skillforge_tests::fake_github::FakeGitHub;
-use skillforge_tests::{Home, PLANNER_TEMPLATE, add_template, path_arg, write};
+use skillforge_tests::train::{ITEMS, start_args};
+use skillforge_tests::{Home, PLANNER_TEMPLATE, add_template, write};
 
-const ITEMS: &str = "items:\n  - id: fix-login\n    title: Describe the login fix\n    input: |\n      -    check(password)\n      +    check_hashed(password)\n  - id: add-cache\n    title: Describe the cache\n    input: adds an LRU cache in front of the user lookup\n";
 const REPO: &str = "acme/workspace";
 
 /// `skillforge ARGS` with the GitHub variables of the environment removed.
@@ -90,27 +90,7 @@ fn start(home: &Home) -> Value {
     let items = write(&home.path().join("in/items.yml"), ITEMS);
     ok_json(
         home,
-        &[
-            "train",
-            "start",
-            "--template",
-            "planner",
-            "--repo",
-            "owner/repo",
-            "--request",
-            "clearer commit messages",
-            "--items-file",
-            path_arg(&items),
-            "--yes",
-            "--session",
-            "s1",
-            "--options",
-            "3",
-            "--workspace-repo",
-            REPO,
-            "--forge",
-            "github",
-        ],
+        &start_args(&items, &["--workspace-repo", REPO, "--forge", "github"]),
     )
 }
 
@@ -332,25 +312,7 @@ fn forge_github_needs_an_owner_repo_workspace_and_writes_nothing() {
     ] {
         let out = sf(
             &home,
-            &[
-                "train",
-                "start",
-                "--template",
-                "planner",
-                "--repo",
-                "owner/repo",
-                "--request",
-                "x",
-                "--items-file",
-                path_arg(&items),
-                "--yes",
-                "--session",
-                "s1",
-                "--workspace-repo",
-                workspace,
-                "--forge",
-                forge,
-            ],
+            &start_args(&items, &["--workspace-repo", workspace, "--forge", forge]),
         );
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{err}");

@@ -401,6 +401,7 @@ pub async fn run(ctx: &Context, args: DemoArgs) -> CliResult {
         version: &version,
         n_changes: usize::from(args.harvest),
         export: demo_dir.join("auto-trace.json"),
+        progress: &reporter,
     };
     let config_file = demo_dir.join("skillopt.toml");
     write(&config_file, &harvest::demo_config_toml())?;

@@ -55,7 +55,9 @@ pub struct StartArgs {
     /// Target repository (`owner/repo`) the template works on.
     #[arg(long)]
     repo: String,
-    /// Workspace repository for review work; without it the session stops before review work.
+    /// Where review work happens: a local checkout (a path) or `owner/repo` (which `--forge
+    /// github` publishes review issues to); usually the same as --repo. Without it the session is
+    /// recorded but stops before generating options.
     #[arg(long = "workspace-repo")]
     workspace_repo: Option<String>,
     /// `github`: publish review packets and candidate review context as issues and comments of the

@@ -139,16 +139,17 @@ pub struct AppliedOptions {
     /// agent said, so this is the result applied without effect; the train step reports it as
     /// the item's failure.
     pub unusable_output: Option<String>,
-    /// With `unusable_output`: the `scripted` stand-in answered plain text, i.e. the template's
-    /// `scripted: reply` line (see [`SCRIPTED_REPLY_HINT`]).
+    /// With `unusable_output`: the `scripted` stand-in answered plain text, i.e. a
+    /// `scripted: options-reply` line of the template or prompt (see [`SCRIPTED_REPLY_HINT`]).
     pub scripted_reply: bool,
 }
 
-/// What to do when the `scripted` stand-in answered a template's `scripted: reply` line instead of
-/// options (the eval loop's quickstart skill carries one).
-pub const SCRIPTED_REPLY_HINT: &str = "the scripted agent answered the template's `scripted: reply` \
-     line instead of options: train a copy of the skill without that line, or start the session \
-     with a model runtime, `train start --runtime claude`";
+/// What to do when the `scripted` stand-in answered a `scripted: options-reply` line that holds no
+/// options (its `reply` lines answer the eval loop's arms and `ask`, never option generation:
+/// docs/reference/scripted.md).
+pub const SCRIPTED_REPLY_HINT: &str = "the scripted agent answered the `scripted: options-reply` \
+     line of the template (or its prompt), which holds no options as JSON: remove that line, or \
+     start the session with a model runtime, `train start --runtime claude`";
 
 impl TrainResultHandler {
     /// Writes the options of a finished generation job (no-op for other jobs).

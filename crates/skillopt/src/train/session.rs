@@ -221,11 +221,15 @@ pub(crate) async fn save_meta(
     Ok(())
 }
 
+/// What a session without a workspace repository asks for (it stops at request_confirmed).
+pub const WITHOUT_WORKSPACE: &str = "start a new session with --workspace-repo (a local checkout or \
+     owner/repo, usually the same as --repo): this one has nowhere to do review work";
+
 /// The next action for a state where `continue` stops (facts §3 `next_action`).
 pub fn next_action_for(state: TrainState, session_id: &str) -> String {
     match state {
         // S-98: no review work without a workspace repository.
-        TrainState::RequestConfirmed => "start a session with --workspace-repo".into(),
+        TrainState::RequestConfirmed => WITHOUT_WORKSPACE.into(),
         TrainState::CandidateCreated => {
             format!(
                 "skillforge train continue --session {session_id} (publish candidate review context)"

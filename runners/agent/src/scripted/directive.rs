@@ -73,6 +73,8 @@ pub struct Directives {
     pub prefer: Option<String>,
     /// `judge-reply`.
     pub judge_reply: Option<String>,
+    /// `options-reply`: the verbatim answer of an option-generation task.
+    pub options_reply: Option<String>,
     /// `offer` names.
     pub offers: Vec<String>,
     /// `effects`: (absolute path, label).
@@ -129,6 +131,7 @@ impl Directives {
                 }
                 "prefer" => self.prefer = Some(value.to_string()),
                 "judge-reply" => self.judge_reply = Some(unescape(value)),
+                "options-reply" => self.options_reply = Some(unescape(value)),
                 "offer" => self.offers.push(value.to_string()),
                 "effects" => {
                     self.effects = value

@@ -78,6 +78,14 @@ pub struct ScriptedPrompt<'a> {
     pub input_lines: Vec<&'a str>,
 }
 
+/// Whether `line` is a directive line (`scripted: …`, `scripted@N: …`, `scripted%NAME: …`).
+fn is_directive(line: &str) -> bool {
+    line.split_once(':').is_some_and(|(head, _)| {
+        head.strip_prefix("scripted")
+            .is_some_and(|tail| tail.is_empty() || tail.starts_with(['@', '%']))
+    })
+}
+
 /// Reads the header lines and input lines of `prompt` (see module docs).
 ///
 /// # Errors
@@ -104,8 +112,10 @@ pub fn parse_scripted_prompt(prompt: &str) -> Result<ScriptedPrompt<'_>, AgentEr
             Some((slot, value)) => {
                 slot.get_or_insert(value);
             }
-            None if !line.is_empty() => input_lines.push(line),
-            None => {}
+            // Directive lines steer the stand-in; they are not its input (an option never
+            // quotes a skill's `scripted: reply` line).
+            None if line.is_empty() || is_directive(line) => {}
+            None => input_lines.push(line),
         }
     }
     let n_options = match options {
@@ -627,18 +637,20 @@ pub fn scripted_run(
             offered.push(name.clone());
         }
     }
-    let text = match (&directives.reply, parsed.task, &directives.prefer) {
-        (_, ScriptedTask::Judge, _) if directives.judge_reply.is_some() => {
-            directives.judge_reply.clone().unwrap_or_default()
-        }
-        (Some(reply), task, _) if task != ScriptedTask::Judge => reply.clone(),
-        (_, ScriptedTask::Judge, Some(needle)) => {
-            let verdict = preferred_slot(prompt, needle).unwrap_or("tie");
-            serde_json::json!({ "verdict": verdict, "reasoning": format!("scripted judge: preferred the slot containing `{needle}`") })
-                .to_string()
-        }
-        _ => run_scripted(prompt, parsed.task),
+    // Each task reads its own reply directive: `reply` is an answer's (and a draft's), so a skill
+    // scripted for the eval loop's arms still generates options when a train session uses it.
+    let scripted_reply = match parsed.task {
+        ScriptedTask::Judge => directives.judge_reply.clone().or_else(|| {
+            directives.prefer.as_ref().map(|needle| {
+                let verdict = preferred_slot(prompt, needle).unwrap_or("tie");
+                serde_json::json!({ "verdict": verdict, "reasoning": format!("scripted judge: preferred the slot containing `{needle}`") })
+                    .to_string()
+            })
+        }),
+        ScriptedTask::GenerateOptions { .. } => directives.options_reply.clone(),
+        ScriptedTask::Answer | ScriptedTask::DraftBrief => directives.reply.clone(),
     };
+    let text = scripted_reply.unwrap_or_else(|| run_scripted(prompt, parsed.task));
     let mut lines = vec![serde_json::json!({
         "type": "start",
         "task": task_name,
@@ -919,6 +931,38 @@ mod tests {
         assert!(passed_over.stdout.contains("plain"));
         let silent = scripted_run("scripted: silent\nscripted: exit 1", None, None).unwrap();
         assert_eq!((silent.stdout.as_str(), silent.exit_code), ("", 1));
+    }
+
+    /// `reply` answers an answer task only: option generation keeps generating options (one skill
+    /// scripted for the eval loop also trains) unless an `options-reply` line answers it.
+    #[test]
+    fn reply_answers_answers_and_options_reply_answers_option_generation() {
+        let final_text = |prompt: &str| {
+            let run = scripted_run(prompt, None, None).unwrap();
+            let last = run.stdout.lines().last().unwrap().to_owned();
+            let v: serde_json::Value = serde_json::from_str(&last).unwrap();
+            v["text"].as_str().unwrap().to_owned()
+        };
+        let skill_lines = "scripted: reply SHORT\n";
+        assert_eq!(final_text(&format!("{skill_lines}write it")), "SHORT");
+        let options = final_text(&format!(
+            "task: generate_options\noptions: 2\n{skill_lines}fix: x"
+        ));
+        let parsed: serde_json::Value = serde_json::from_str(&options).expect(&options);
+        assert_eq!(
+            parsed["options"].as_array().map(Vec::len),
+            Some(2),
+            "{options}"
+        );
+        assert!(!options.contains("SHORT"), "{options}");
+        assert_eq!(
+            final_text(
+                "task: generate_options\nscripted: reply SHORT\nscripted: options-reply not options"
+            ),
+            "not options"
+        );
+        let verdict = final_text("task: judge\nscripted: reply SHORT\n### A\nx\n### B\ny");
+        assert!(!verdict.contains("SHORT"), "{verdict}");
     }
 
     #[test]

@@ -113,6 +113,8 @@ pub struct HarvestStep<'a> {
     pub n_changes: usize,
     /// Where the auto-trace export is written.
     pub export: PathBuf,
+    /// Where the step says what it waits for.
+    pub progress: &'a dyn skillforge_stage::Progress,
 }
 
 /// The merges to harvest, else mainline commits; with which of the two it is.
@@ -193,6 +195,11 @@ pub async fn run(step: &HarvestStep<'_>) -> Result<HarvestSummary, CliError> {
     }
     summary.n_leg_jobs = job_ids.len();
     if !job_ids.is_empty() {
+        step.progress.step(&format!(
+            "waiting for {} leg jobs: each change's verifier clones the repository and runs its \
+             command, the checkers measure its diff (a few seconds)",
+            job_ids.len()
+        ));
         // The port's wait returns once the legs' rows are applied (on either backend).
         step.jobs
             .wait(&job_ids, "harvest legs")

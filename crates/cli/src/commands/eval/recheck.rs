@@ -52,15 +52,44 @@ pub struct RecheckArgs {
     now: Option<DateTime<Utc>>,
 }
 
-/// Every session of the asked sources.
+/// Where a corpus was read from: each source's name, its directory and how many of its session
+/// files were read (`None`: the directory does not exist).
+#[derive(Debug, Default)]
+pub(super) struct CorpusRead {
+    /// Every session of the asked sources.
+    pub sessions: Vec<Session>,
+    /// (source, directory, files read) per asked source.
+    pub looked: Vec<(String, PathBuf, Option<usize>)>,
+}
+
+impl CorpusRead {
+    /// `claude ~/.claude/projects (3 files), codex ~/.codex/sessions (no such directory)`.
+    pub fn places(&self) -> String {
+        self.looked
+            .iter()
+            .map(|(name, dir, files)| match files {
+                Some(n) => format!(
+                    "{name} {} ({n} file{})",
+                    dir.display(),
+                    if *n == 1 { "" } else { "s" }
+                ),
+                None => format!("{name} {} (no such directory)", dir.display()),
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// Every session of the asked sources, and where they were looked for.
 ///
 /// # Errors
 /// An unknown source name, or a session file over the parser limits, named (exit 2).
-pub(super) fn corpus(args: &CorpusArgs) -> Result<Vec<Session>, CliError> {
+pub(super) fn corpus(args: &CorpusArgs) -> Result<CorpusRead, CliError> {
     let home = std::env::var_os("HOME")
         .map(PathBuf::from)
         .unwrap_or_default();
     let mut sessions = Vec::new();
+    let mut looked = Vec::new();
     for name in &args.sources {
         let source = Source::parse(name).ok_or_else(|| {
             CliError::usage(anyhow!(
@@ -87,10 +116,16 @@ pub(super) fn corpus(args: &CorpusArgs) -> Result<Vec<Session>, CliError> {
                 "jsonl",
             ),
         };
-        for file in walk(&dir)
+        let files: Vec<PathBuf> = walk(&dir)
             .into_iter()
             .filter(|f| f.extension().is_some_and(|e| e == ext))
-        {
+            .collect();
+        looked.push((
+            name.clone(),
+            dir.clone(),
+            dir.is_dir().then_some(files.len()),
+        ));
+        for file in files {
             // An unreadable file is skipped; one over the parser limits stops the recheck (a
             // corpus read in part would decide on part of the evidence).
             let Ok(text) = std::fs::read_to_string(&file) else {
@@ -101,7 +136,7 @@ pub(super) fn corpus(args: &CorpusArgs) -> Result<Vec<Session>, CliError> {
             sessions.extend(parse_session(source, &text));
         }
     }
-    Ok(sessions)
+    Ok(CorpusRead { sessions, looked })
 }
 
 /// The `description:` of a SKILL.md front matter in the first recorded install path.
@@ -121,7 +156,14 @@ pub fn run(ctx: &Context, args: RecheckArgs) -> CliResult {
     let ledger = ledger_path(&ctx.home);
     let rows = read_ledger(&ledger).map_err(|e| CliError::env(anyhow!(e)))?;
     let now = args.now.unwrap_or_else(Utc::now);
-    let sessions = corpus(&args.corpus)?;
+    let read = corpus(&args.corpus)?;
+    if read.sessions.is_empty() && !ctx.json {
+        eprintln!(
+            "note: no agent sessions found in {}; point --claude-dir, --codex-dir or --opencode-dir at yours",
+            read.places()
+        );
+    }
+    let sessions = read.sessions;
     let entries: Vec<LedgerRow> = open_entries(&rows).into_iter().cloned().collect();
     if args.usage {
         let mut usage: Vec<(u32, &LedgerRow)> = entries

@@ -154,7 +154,8 @@ pub fn run_theme(ctx: &Context, args: ThemeArgs) -> CliResult {
             )));
         }
     };
-    let sessions = corpus(&args.corpus)?;
+    let read = corpus(&args.corpus)?;
+    let sessions = &read.sessions;
     let eps: Vec<Episode> = sessions.iter().flat_map(episodes).collect();
     let starts: BTreeMap<String, _> = sessions
         .iter()
@@ -190,6 +191,12 @@ pub fn run_theme(ctx: &Context, args: ThemeArgs) -> CliResult {
         Ok(t) => t,
         Err(why) => {
             println!("{skill}: no theme — {why}");
+            println!(
+                "read {} session{} from {}; point --claude-dir, --codex-dir or --opencode-dir at your sessions",
+                sessions.len(),
+                if sessions.len() == 1 { "" } else { "s" },
+                read.places()
+            );
             return Ok(CHECK_FAILED);
         }
     };

@@ -2,7 +2,8 @@
 //! types accept, generated from their schema, so it cannot miss one), the JSON Schemas of the
 //! files a user writes (`schemas/`), and one starter file per family, each valid as written and
 //! naming its schema. Nothing is overwritten: when any target exists, the command lists them all
-//! and writes nothing (exit 2).
+//! and writes nothing (exit 2). `--update` brings an existing home up to this build: it rewrites
+//! the generated schemas, writes the files that are missing and keeps every other file as it is.
 
 mod config_toml;
 mod starters;
@@ -25,6 +26,11 @@ pub struct InitArgs {
     /// The home to create (default: `--home`, else `$SKILLFORGE_HOME`, else `~/.skillforge`).
     #[arg(value_name = "DIR")]
     pub dir: Option<PathBuf>,
+    /// On an existing home (e.g. after upgrading skillforge): rewrite `schemas/*.json` for this
+    /// build and write the files that are missing; your `config.toml` and starter files are kept
+    /// as they are.
+    #[arg(long)]
+    pub update: bool,
 }
 
 /// Every file `init` writes, relative to the home, with its text.
@@ -53,6 +59,9 @@ pub fn files() -> Vec<(String, String)> {
 pub fn run(home_flag: Option<PathBuf>, json_out: bool, args: InitArgs) -> CliResult {
     let home = crate::config::resolve_home(args.dir.or(home_flag))?;
     let files = files();
+    if args.update {
+        return update(&home, &files, json_out);
+    }
     let existing: Vec<&str> = files
         .iter()
         .filter(|(rel, _)| home.join(rel).exists())
@@ -60,7 +69,8 @@ pub fn run(home_flag: Option<PathBuf>, json_out: bool, args: InitArgs) -> CliRes
         .collect();
     if !existing.is_empty() {
         return Err(CliError::usage(anyhow!(
-            "init `{}`: {} already {}, nothing was written (move them away or pick another DIR): {}",
+            "init `{}`: {} already {}, nothing was written (move them away, pick another DIR, or \
+             bring this home up to date with `skillforge init --update`): {}",
             home.display(),
             existing.len(),
             if existing.len() == 1 {
@@ -98,6 +108,63 @@ pub fn run(home_flag: Option<PathBuf>, json_out: bool, args: InitArgs) -> CliRes
     println!("  skillforge --home {home_arg} template add {home_arg}/skills/example-skill");
     println!("  {}", guide_pointer());
     Ok(OK)
+}
+
+/// `init --update`: schemas rewritten (each written whole to a temporary file, then renamed over
+/// the old one), missing files written, every other existing file kept.
+fn update(home: &Path, files: &[(String, String)], json_out: bool) -> CliResult {
+    let mut written = Vec::new();
+    let mut refreshed = Vec::new();
+    let mut kept = Vec::new();
+    for (rel, text) in files {
+        let path = home.join(rel);
+        if !path.exists() {
+            write_new(&path, text)?;
+            written.push(rel.as_str());
+        } else if rel.starts_with("schemas/") {
+            if std::fs::read_to_string(&path).ok().as_deref() != Some(text.as_str()) {
+                replace(&path, text)?;
+                refreshed.push(rel.as_str());
+            }
+        } else {
+            kept.push(rel.as_str());
+        }
+    }
+    if json_out {
+        print_json(
+            &json!({"home": home, "written": written, "refreshed": refreshed, "kept": kept}),
+        );
+        return Ok(OK);
+    }
+    println!("updated {}", home.display());
+    let list = |files: &[&str]| {
+        if files.is_empty() {
+            "none".to_owned()
+        } else {
+            files.join(", ")
+        }
+    };
+    println!("  schemas refreshed for this build: {}", list(&refreshed));
+    println!("  files that were missing, written: {}", list(&written));
+    println!("  kept as they are (yours): {}", list(&kept));
+    if kept.iter().any(|rel| *rel == crate::config::CONFIG_FILE) {
+        println!(
+            "every configuration key this build reads, with its default: skillforge schema config"
+        );
+    }
+    Ok(OK)
+}
+
+/// Writes `text` over `path` whole: a temporary file beside it, then a rename.
+fn replace(path: &Path, text: &str) -> Result<(), CliError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let tmp = tempfile::NamedTempFile::new_in(dir)
+        .map_err(|e| CliError::env(anyhow!("create a file in `{}`: {e}", dir.display())))?;
+    std::fs::write(tmp.path(), text)
+        .map_err(|e| CliError::env(anyhow!("write `{}`: {e}", tmp.path().display())))?;
+    tmp.persist(path)
+        .map_err(|e| CliError::env(anyhow!("replace `{}`: {e}", path.display())))?;
+    Ok(())
 }
 
 /// Where the getting-started guide is, for a person (issue 35 item 4): its absolute path in the

@@ -165,8 +165,7 @@ pub async fn start_with_evaluator(
         version.id
     ));
     if workspace.is_empty() {
-        report.next_action =
-            "no --workspace-repo: the session has nowhere to publish review work and stops here; start a session with --workspace-repo".into();
+        report.next_action = crate::train::session::WITHOUT_WORKSPACE.into();
     } else {
         prepare_items(env, &session, &mut it, &mut report).await?;
         report.next_action = format!("skillforge train continue --session {session_id}");
@@ -329,9 +328,9 @@ pub(crate) async fn prepare_items(
 ) -> Result<(), TrainError> {
     if session.workspace_repo.trim().is_empty() {
         return Err(TrainError::Refused(format!(
-            "train session `{}` has no workspace repo, so it cannot generate options for review; \
-             start a session with --workspace-repo",
-            session.id
+            "train session `{}` has no workspace repo, so it cannot generate options for review; {}",
+            session.id,
+            crate::train::session::WITHOUT_WORKSPACE
         )));
     }
     if it.state == TrainState::RequestConfirmed {
