@@ -120,6 +120,11 @@ fn optimize_to_candidate(home: &Home) -> String {
         "the preflight report comes first:\n{err}"
     );
     assert!(err.contains("attempt-001"), "{err}");
+    // The feedback names traits for add-cache only: the item ranked without them is named.
+    assert!(
+        err.contains("note: fix-login ranks the options without useful_traits"),
+        "{err}"
+    );
     assert!(
         !err.contains("argv") && !err.contains("--training-package") && !err.contains("lock "),
         "issue 35 item 3: no argv or lock at the default level:\n{err}"
@@ -440,7 +445,21 @@ fn start_refuses_bad_input_naming_the_flag_and_writes_nothing() {
 fn s100_no_candidate_is_recorded_and_recover_does_not_duplicate() {
     let home = Home::embedded();
     start_to_feedback(&home, false);
-    let synced = home.run(&["train", "continue", "--session", SESSION]);
+    // Rankings alone are refused, naming the items and the way on, and nothing is written: the
+    // review round is not spent on a result that cannot have a candidate.
+    let before = status(&home);
+    let (_, refused) = cont(&home, &[], 2);
+    assert!(
+        refused.contains("no item names useful_traits")
+            && refused.contains("add-cache, fix-login")
+            && refused.contains("Nothing was written")
+            && refused.contains("--rankings-only"),
+        "{refused}"
+    );
+    let after = status(&home);
+    assert_eq!(after["status_phase"], before["status_phase"], "{after:#}");
+    assert_eq!(after["progress"], before["progress"], "{after:#}");
+    let synced = home.run(&["train", "continue", "--session", SESSION, "--rankings-only"]);
     let said = String::from_utf8_lossy(&synced.stderr);
     assert_eq!(synced.status.code(), Some(0), "{said}");
     // Said when the feedback is synced, before the optimizer runs on it.

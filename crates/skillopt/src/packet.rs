@@ -84,6 +84,32 @@ pub struct PacketImport {
     pub actionable: usize,
 }
 
+/// The item ids of a filled packet's ranked entries that rank options but say nothing about what
+/// to change (no `useful_traits`, `rejected_traits` or `required_improvements`), and how many
+/// entries say what to change ([`PacketImport::actionable`]); validated as [`resolve_packet`]
+/// validates, nothing written.
+///
+/// # Errors
+/// As [`resolve_packet`].
+pub async fn unactionable_items(
+    store: &Store,
+    dir: &Path,
+) -> Result<(Vec<String>, usize), PacketError> {
+    let (resolved, _) = resolve_packet(store, dir, None).await?;
+    let actionable = resolved.entries.iter().filter(|e| is_actionable(e)).count();
+    let ranked_only = resolved
+        .entries
+        .iter()
+        .filter_map(|e| match e {
+            skillforge_contract::ResolvedEntry::Ranked(r) if !is_actionable(e) => {
+                Some(r.item_id.clone())
+            }
+            _ => None,
+        })
+        .collect();
+    Ok((ranked_only, actionable))
+}
+
 /// Whether `entry` says what to change, not only which option won.
 fn is_actionable(entry: &skillforge_contract::ResolvedEntry) -> bool {
     match entry {

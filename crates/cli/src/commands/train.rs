@@ -144,6 +144,11 @@ pub struct ContinueArgs {
     /// Start the next iteration (only after the current one's candidate is promoted or rejected).
     #[arg(long = "start-next")]
     start_next: bool,
+    /// Sync feedback whose items rank the options but name no useful_traits, rejected_traits or
+    /// required_improvements (refused without this flag: the built-in optimizer learns nothing
+    /// from rankings alone, so the round ends without a candidate).
+    #[arg(long = "rankings-only")]
+    rankings_only: bool,
     /// Enqueue this step's jobs and return without waiting; the next `continue` picks them up.
     #[arg(long = "no-wait")]
     no_wait: bool,
@@ -205,6 +210,7 @@ pub async fn run(ctx: &Context, cmd: TrainCommand) -> CliResult {
                     .reject
                     .map(|v| (v, args.reason.clone().unwrap_or_default())),
                 start_next: args.start_next,
+                rankings_only: args.rankings_only,
                 wait: !args.no_wait,
             };
             finish(ctx, continue_session(&env, &args.session, &req).await)

@@ -184,7 +184,7 @@ async fn run_step(
             return Ok(Flow::Stop);
         }
         Step::SyncFeedback => {
-            if !sync_feedback(env, session, it, report).await? {
+            if !sync_feedback(env, session, it, req.rankings_only, report).await? {
                 report.waiting = Some(Waiting::Person);
                 let meta = IterationMeta::parse(&it.metadata_json);
                 if let Some(url) = &report.issue_url {

@@ -92,6 +92,9 @@ pub struct ContinueRequest {
     pub reject: Option<(String, String)>,
     /// `--start-next`.
     pub start_next: bool,
+    /// `--rankings-only`: sync feedback whose items rank options but name no traits or
+    /// improvements (refused otherwise: the built-in optimizer learns nothing from it).
+    pub rankings_only: bool,
     /// Wait for jobs (false: enqueue and return; the next `continue` picks them up).
     pub wait: bool,
 }

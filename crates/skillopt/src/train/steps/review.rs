@@ -59,10 +59,16 @@ pub(crate) async fn publish_review(
 
 /// review_published → feedback_synced when a human filled `feedback.yml`; false while it is
 /// still the template as written.
+///
+/// Feedback whose ranked items all name no traits or improvements is refused, nothing written,
+/// unless `rankings_only` (`--rankings-only`): the built-in optimizer learns what to change only
+/// from those, so the round would end without a candidate and the review work would be spent.
+/// Items that rank without them beside others that do are named in a note.
 pub(crate) async fn sync_feedback(
     env: &TrainEnv<'_>,
-    _session: &SessionRow,
+    session: &SessionRow,
     it: &mut Iteration,
+    rankings_only: bool,
     report: &mut StepReport,
 ) -> Result<bool, TrainError> {
     if it.issue_number > 0 {
@@ -77,14 +83,31 @@ pub(crate) async fn sync_feedback(
     if text.is_empty() || sha256_hex(text.as_bytes()) == meta.review.written_sha256 {
         return Ok(false);
     }
+    let invalid = |e: crate::packet::PacketError| match e {
+        crate::packet::PacketError::Store(s) => TrainError::Store(s),
+        other => TrainError::Invalid(format!(
+            "{other}; fix feedback.yml and run `train continue` again"
+        )),
+    };
+    let (ranked_only, actionable) = crate::packet::unactionable_items(env.store, &dir)
+        .await
+        .map_err(invalid)?;
+    if actionable == 0 && !ranked_only.is_empty() && !rankings_only {
+        return Err(TrainError::Invalid(format!(
+            "{}/feedback.yml ranks the options but no item names useful_traits, rejected_traits or \
+             required_improvements ({}); the optimizer learns what to change only from those, so this \
+             round would end without a candidate. Nothing was written: fill at least one in for the \
+             items you ranked (index.md shows how) and run `skillforge train continue --session {}` \
+             again, or go on with rankings alone: `skillforge train continue --session {} --rankings-only`",
+            dir.display(),
+            ranked_only.join(", "),
+            session.id,
+            session.id
+        )));
+    }
     let done = crate::packet::import_packet(env.store, &dir, None)
         .await
-        .map_err(|e| match e {
-            crate::packet::PacketError::Store(s) => TrainError::Store(s),
-            other => TrainError::Invalid(format!(
-                "{other}; fix feedback.yml and run `train continue` again"
-            )),
-        })?;
+        .map_err(invalid)?;
     meta.feedback_sync.status = "succeeded".into();
     meta.feedback_sync.path = done.source_url.clone();
     advance_with_meta(env, it, TrainState::FeedbackSynced, &meta).await?;
@@ -94,6 +117,15 @@ pub(crate) async fn sync_feedback(
         done.counts.ranked_inserted + done.counts.ranked_updated,
         done.counts.feedback_inserted + done.counts.feedback_updated
     ));
+    if done.actionable > 0 && !ranked_only.is_empty() {
+        report.steps.push(format!(
+            "note: {} rank{} the options without useful_traits, rejected_traits or required_improvements; \
+             the optimizer learns nothing from {}",
+            ranked_only.join(", "),
+            if ranked_only.len() == 1 { "s" } else { "" },
+            if ranked_only.len() == 1 { "it" } else { "them" }
+        ));
+    }
     if done.actionable == 0 {
         report.steps.push(
             "note: no item of this feedback names useful_traits, rejected_traits or \
