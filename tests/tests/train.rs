@@ -371,8 +371,9 @@ fn s98_without_workspace_repo_the_session_stays_at_request_confirmed() {
     );
     let (out, _) = run_code(&home, &["train", "status", "--session", SESSION], 0);
     assert!(
-        out.contains("next: start a new session with --workspace-repo (a local checkout")
-            && !out.contains("S-98"),
+        out.contains(
+            "next: start a new session with --workspace-repo (a local checkout such as `.`"
+        ) && !out.contains("S-98"),
         "{out}"
     );
     let st = status(&home);
@@ -549,7 +550,8 @@ fn a_missing_optimizer_executable_is_blocked_config() {
     start_to_feedback(&home, true);
     let (_, err) = cont(&home, &["--backend", "missing"], 3);
     assert!(
-        err.contains("blocked_config") && err.contains("/nonexistent/gitmoot-skillopt"),
+        err.contains("the optimizer cannot run (blocked on configuration)")
+            && err.contains("/nonexistent/gitmoot-skillopt"),
         "{err}"
     );
     let st = status(&home);
@@ -894,8 +896,9 @@ fn a_not_logged_in_claude_blocks_option_generation_once_with_exit_3() {
         home.logs()
     );
     assert!(
-        stderr.contains("blocked_config")
-            && stderr.contains("agent runtime `claude` is not authenticated"),
+        stderr.contains("option generation cannot run (blocked on configuration)")
+            && stderr.contains("agent runtime `claude` is not authenticated")
+            && stderr.contains("--runtime scripted --session NEW"),
         "{stderr}"
     );
     assert!(
@@ -1296,4 +1299,15 @@ fn a_decision_right_after_the_candidate_is_made_publishes_its_review_first() {
         .unwrap()
         .join("candidate-review.md");
     assert!(review.is_file(), "the candidate review was published first");
+    // Deciding again, on a version that is not the candidate, says the iteration is decided,
+    // which version its candidate was, and how to train further (a new user was told to wait
+    // for a review that had long been published).
+    let (_, err) = cont(&home, &["--promote", "planner@v9"], 2);
+    assert!(
+        err.contains(&format!(
+            "already decided: its candidate `{version}` was rejected"
+        )) && err.contains("`planner@v9` is not its candidate")
+            && err.contains("--start-next"),
+        "{err}"
+    );
 }

@@ -52,12 +52,14 @@ pub struct StartArgs {
     /// Template: `ID` (current version), `ID@vN` or `ID@latest`.
     #[arg(long)]
     template: String,
-    /// Target repository (`owner/repo`) the template works on.
+    /// The repository the template's work is for (`owner/repo`), recorded on the session and its
+    /// review runs; default: the one the template was added from (`template add --repo`, else
+    /// `local`).
     #[arg(long)]
-    repo: String,
-    /// Where review work happens: a local checkout (a path) or `owner/repo` (which `--forge
-    /// github` publishes review issues to); usually the same as --repo. Without it the session is
-    /// recorded but stops before generating options.
+    repo: Option<String>,
+    /// Where review work happens: a local checkout (a path, e.g. `.`) or `owner/repo` (which
+    /// `--forge github` publishes review issues to). Without it the session is recorded but stops
+    /// before generating options.
     #[arg(long = "workspace-repo")]
     workspace_repo: Option<String>,
     /// `github`: publish review packets and candidate review context as issues and comments of the
@@ -234,9 +236,12 @@ async fn run_start(ctx: &Context, env: &TrainEnv<'_>, args: StartArgs) -> CliRes
             )));
         }
         eprintln!(
-            "train {} on {} for: {}\n{} items. Start? [y/N] ",
+            "train {}{} for: {}\n{} items. Start? [y/N] ",
             args.template,
-            args.repo,
+            args.repo
+                .as_deref()
+                .map(|r| format!(" on {r}"))
+                .unwrap_or_default(),
             args.request,
             items.len()
         );
@@ -251,7 +256,7 @@ async fn run_start(ctx: &Context, env: &TrainEnv<'_>, args: StartArgs) -> CliRes
     let req = StartRequest {
         session_id: args.session,
         template: args.template,
-        repo: args.repo,
+        repo: args.repo.unwrap_or_default(),
         workspace_repo: args.workspace_repo.filter(|w| !w.trim().is_empty()),
         request: args.request,
         items,

@@ -225,8 +225,8 @@ pub(crate) async fn save_meta(
 }
 
 /// What a session without a workspace repository asks for (it stops at request_confirmed).
-pub const WITHOUT_WORKSPACE: &str = "start a new session with --workspace-repo (a local checkout or \
-     owner/repo, usually the same as --repo): this one has nowhere to do review work";
+pub const WITHOUT_WORKSPACE: &str = "start a new session with --workspace-repo (a local checkout \
+     such as `.`, or owner/repo for review on GitHub): this one has nowhere to do review work";
 
 /// The next action for a state where `continue` stops (facts §3 `next_action`).
 pub fn next_action_for(state: TrainState, session_id: &str) -> String {

@@ -53,10 +53,7 @@ pub(crate) async fn decide(
         return Ok(());
     }
     if it.state != TrainState::CandidateReviewPublished {
-        return Err(TrainError::Refused(format!(
-            "iteration `{}` is at `{}`; promote or reject only after the candidate review is published",
-            it.id, it.state
-        )));
+        return Err(TrainError::Refused(not_decidable(it, &version)));
     }
     if version != it.candidate_version_id {
         return Err(TrainError::Invalid(format!(
@@ -105,6 +102,45 @@ pub(crate) async fn decide(
     ));
     report.next_action = next_action_for(it.state, &it.session_id);
     Ok(())
+}
+
+/// Why iteration `it` cannot take a decision on `version` now, in words, with the way on.
+fn not_decidable(it: &Iteration, version: &str) -> String {
+    let which = if !it.candidate_version_id.is_empty() && version != it.candidate_version_id {
+        format!(
+            " (and `{version}` is not its candidate, `{}`)",
+            it.candidate_version_id
+        )
+    } else {
+        String::new()
+    };
+    let start_next = format!(
+        "to train further: `skillforge train continue --session {} --start-next`",
+        it.session_id
+    );
+    match it.state {
+        TrainState::Promoted | TrainState::Rejected => format!(
+            "iteration `{}` is already decided: its candidate `{}` was {}{which}; {start_next}",
+            it.id,
+            it.candidate_version_id,
+            if it.state == TrainState::Promoted {
+                "promoted"
+            } else {
+                "rejected"
+            }
+        ),
+        TrainState::NoCandidate | TrainState::Abandoned => format!(
+            "iteration `{}` ended without a candidate to decide ({}); {start_next}",
+            it.id,
+            crate::train::phase::describe(it.state.as_str())
+        ),
+        _ => format!(
+            "iteration `{}` has no candidate to decide yet ({}){which}; next: {}",
+            it.id,
+            crate::train::phase::describe(it.state.as_str()),
+            next_action_for(it.state, &it.session_id)
+        ),
+    }
 }
 
 /// Records a decision made outside the session (seed step 9): at candidate_review_published,

@@ -125,8 +125,10 @@ pub(crate) async fn generate_options(
             save_meta(env, it, &meta).await?;
             if blocked {
                 return Err(TrainError::Blocked(format!(
-                    "blocked_config: option generation: {}",
-                    meta.generation.error
+                    "option generation cannot run (blocked on configuration): {}; fix that and run \
+                     `skillforge train continue --session {}` again, or start a new session on another \
+                     runtime (`skillforge train start … --runtime scripted --session NEW`)",
+                    meta.generation.error, session.id
                 )));
             }
             return Err(TrainError::Failed(format!(

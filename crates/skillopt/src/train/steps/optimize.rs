@@ -242,9 +242,9 @@ async fn enqueue_attempt(
             save_meta(env, it, meta).await?;
             return Err(match e {
                 BackendError::Unknown { .. } => TrainError::Invalid(e.to_string()),
-                BackendError::MissingExecutable { .. } => {
-                    TrainError::Blocked(format!("blocked_config: {e}"))
-                }
+                BackendError::MissingExecutable { .. } => TrainError::Blocked(format!(
+                    "the optimizer cannot run (blocked on configuration): {e}"
+                )),
             });
         }
     };
@@ -388,7 +388,7 @@ async fn settle_failure(
         )))
     } else if is_config_error(&meta.optimizer.error) {
         Err(TrainError::Blocked(format!(
-            "blocked_config: optimizer failed: {}",
+            "the optimizer cannot run (blocked on configuration): {}",
             meta.optimizer.error
         )))
     } else {

@@ -138,12 +138,30 @@ pub async fn start_with_evaluator(
         evaluator_config,
         review_forge: req.forge.clone(),
     };
-    let workspace = req.workspace_repo.clone().unwrap_or_default();
+    // A local checkout is recorded as its absolute path (`.` means where `train start` ran).
+    let workspace = match req.workspace_repo.as_deref().map(str::trim) {
+        None | Some("") => String::new(),
+        Some(w) if is_remote_repo(w) => w.to_owned(),
+        Some(w) => {
+            std::fs::canonicalize(w).map_or_else(|_| w.to_owned(), |p| p.display().to_string())
+        }
+    };
+    // Without --repo: the repository the template was added from (`template add --repo`, else
+    // `local`); a promoted candidate's own marker is no repository.
+    let target_repo = match req.repo.trim() {
+        "" if version.source_repo.is_empty()
+            || version.source_repo == skillforge_store::candidates::CANDIDATE_SOURCE_REPO =>
+        {
+            "local".to_owned()
+        }
+        "" => version.source_repo.clone(),
+        given => given.to_owned(),
+    };
     let session = NewSession {
         id: &session_id,
         template_id: &version.template_id,
         template_version_id: &version.id,
-        target_repo: &req.repo,
+        target_repo: &target_repo,
         workspace_repo: &workspace,
         request_summary: &req.request,
         task_kind: if req.task_kind.is_empty() {
@@ -161,7 +179,7 @@ pub async fn start_with_evaluator(
         ..Default::default()
     };
     report.steps.push(format!(
-        "session {session_id} for {} (request confirmed)",
+        "session {session_id} for {} on {target_repo} (request confirmed)",
         version.id
     ));
     if workspace.is_empty() {
