@@ -257,6 +257,21 @@ fn demo_on_a_real_repository_ends_with_a_pending_candidate_and_an_auto_trace_exp
         !shown.contains("demo rule"),
         "nothing learned names the rule: {shown}"
     );
+    // The evidence is in words: why there is no score (the package's own reason), and what the
+    // report's terms mean.
+    let unavailable = shown
+        .lines()
+        .find(|l| l.starts_with("score       "))
+        .expect(&shown);
+    assert!(
+        unavailable.starts_with("score       none (") && unavailable.contains("held-out replay"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("(evidence by source: human gold = a person's review")
+            && shown.contains("(held out replay: each ranking left out in turn"),
+        "{shown}"
+    );
     let shown = home.json(&["candidate", "show", "change-summarizer@v2"]);
     assert_eq!(
         shown["reviewers"],
@@ -678,6 +693,13 @@ fn template_add_refuses_to_replace_a_promoted_candidate_with_an_older_file() {
     assert!(
         stderr.contains("change-summarizer@v2")
             && stderr.contains("template show change-summarizer@v2 --content"),
+        "{stderr}"
+    );
+    // The refusal lists what the promoted version has and the file lacks, to merge by hand:
+    // writing the promoted version over the file would lose the user's own edits.
+    assert!(
+        stderr.contains("  | ## Guidance from review evidence")
+            && stderr.contains("Merge them into your file"),
         "{stderr}"
     );
     let (code, content, _) = run(

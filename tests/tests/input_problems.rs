@@ -491,3 +491,34 @@ fn optimize_init_says_what_the_repository_lacks_and_writes_nothing() {
         "{stderr}"
     );
 }
+
+// A section pasted at the end of init's config repeats a table header the file already has
+// (every table is there, its keys commented out): the error says where the table starts and
+// what to do, not only "duplicate key"; a key set twice names its first line.
+#[test]
+fn a_repeated_config_table_or_key_names_where_it_first_is() {
+    let home = Home::embedded();
+    ok(&home, &["init"]);
+    let config = home.path().join("config.toml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    let eval_line = text
+        .lines()
+        .position(|l| l.trim() == "[eval]")
+        .expect("init's config has an [eval] table")
+        + 1;
+    let pasted = format!("{text}\n[eval]\ninstall_root = \"./adopted\"\n");
+    std::fs::write(&config, &pasted).unwrap();
+    let header_line = pasted.lines().count() - 1;
+    let (_, stderr) = run_code(&home, &["jobs", "list"], 2);
+    assert!(
+        stderr.contains(&format!("`[eval]` already starts at line {eval_line}"))
+            && stderr.contains(&format!("delete the header at line {header_line}")),
+        "{stderr}"
+    );
+    std::fs::write(&config, "[worker]\nconcurrency = 2\nconcurrency = 3\n").unwrap();
+    let (_, stderr) = run_code(&home, &["jobs", "list"], 2);
+    assert!(
+        stderr.contains("this key is already set at line 2"),
+        "{stderr}"
+    );
+}

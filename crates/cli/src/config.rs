@@ -620,7 +620,11 @@ impl Config {
                             .join("\n")
                     );
                 }
-                Err(anyhow::anyhow!(worded_types(&error.to_string())))
+                let mut message = worded_types(&error.to_string());
+                if let Some(hint) = duplicate_hint(&text, error.span()) {
+                    message = format!("{}\n{hint}", message.trim_end());
+                }
+                Err(anyhow::anyhow!(message))
                     .with_context(|| format!("invalid config `{}`", path.display()))
             }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
@@ -645,6 +649,41 @@ fn config_problems(text: &str) -> Vec<String> {
         .iter()
         .map(ToString::to_string)
         .collect()
+}
+
+/// For a `duplicate key` error at `span`: where the table or key was first set, and what to do
+/// (`init`'s config holds every table header with its keys commented out beneath it, so a section
+/// pasted at the end repeats one).
+fn duplicate_hint(text: &str, span: Option<std::ops::Range<usize>>) -> Option<String> {
+    let span = span?;
+    let line_of = |offset: usize| text[..offset.min(text.len())].matches('\n').count() + 1;
+    let at = line_of(span.start);
+    let here = text.lines().nth(at - 1)?.trim();
+    let table = here
+        .strip_prefix('[')
+        .and_then(|h| h.split(']').next())
+        .map(str::trim);
+    let first = text.lines().enumerate().find_map(|(n, line)| {
+        let line = line.trim();
+        let same = match table {
+            Some(name) => line
+                .strip_prefix('[')
+                .and_then(|h| h.split(']').next())
+                .is_some_and(|h| h.trim() == name),
+            None => {
+                let key = here.split('=').next()?.trim();
+                !key.is_empty() && line.split('=').next().is_some_and(|k| k.trim() == key)
+            }
+        };
+        (same && n + 1 != at).then_some(n + 1)
+    })?;
+    Some(match table {
+        Some(name) => format!(
+            "`[{name}]` already starts at line {first}: put these keys under that header (uncomment them \
+             there) and delete the header at line {at}"
+        ),
+        None => format!("this key is already set at line {first}: keep one of the two"),
+    })
 }
 
 /// A TOML error with Rust's type names in words (issue 35 item 3): `expected usize` reads

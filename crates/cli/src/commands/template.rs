@@ -86,10 +86,13 @@ async fn add(ctx: &Context, path: &std::path::Path, repo: Option<&str>, force: b
     {
         return Err(CliError::usage(anyhow!(
             "`{}` is a promoted candidate and is current; `{}` does not hold its changes, so adding it would replace \
-             them. Write the current version into your file first (`skillforge template show {} --content > {}`), \
-             or pass --force to replace it",
+             them. The lines of `{}` your file lacks:\n{}\nMerge them into your file (your own edits stay) and add it \
+             again; or start from the promoted version (`skillforge template show {} --content > {}`, which drops \
+             edits made since), or pass --force to replace it",
             current.id,
             source.path.display(),
+            current.id,
+            missing_lines(&current.content, &source.content),
             current.id,
             source.path.display()
         )));
@@ -287,3 +290,28 @@ async fn show(ctx: &Context, reference: &str, content_only: bool) -> CliResult {
     print!("{}", version.content);
     Ok(OK)
 }
+
+/// The lines of `current` that `file` does not have (a line diff's deletions), indented, at most
+/// [`MISSING_LINES_SHOWN`] of them and a count of the rest.
+fn missing_lines(current: &str, file: &str) -> String {
+    let missing: Vec<&str> = similar::TextDiff::from_lines(current, file)
+        .iter_all_changes()
+        .filter(|c| c.tag() == similar::ChangeTag::Delete)
+        .map(|c| c.value().trim_end_matches('\n'))
+        .collect();
+    let mut out: Vec<String> = missing
+        .iter()
+        .take(MISSING_LINES_SHOWN)
+        .map(|l| format!("  | {l}"))
+        .collect();
+    if missing.len() > MISSING_LINES_SHOWN {
+        out.push(format!(
+            "  … and {} more (`skillforge template show ID --content` prints it all)",
+            missing.len() - MISSING_LINES_SHOWN
+        ));
+    }
+    out.join("\n")
+}
+
+/// How many missing lines the promoted-candidate refusal lists.
+const MISSING_LINES_SHOWN: usize = 15;

@@ -336,11 +336,21 @@ async fn show(ctx: &Context, reference: &str) -> CliResult {
     println!("source      {}", source_words(&candidate));
     println!("hash        {}", candidate.content_hash);
     println!("base        {}", candidate.base_version_id);
+    let summary = raw_json(&candidate.summary_metadata_json);
+    let said = |key: &str| summary.get(key).and_then(Value::as_str).map(str::to_owned);
     println!(
         "score       {}",
-        candidate
-            .score
-            .map_or_else(|| "-".to_owned(), |s| s.to_string())
+        match candidate.score {
+            Some(score) => match said("score_evidence") {
+                Some(from) => format!("{score} ({from})"),
+                None => score.to_string(),
+            },
+            None => format!(
+                "none ({})",
+                said(skillforge_skillopt::distill::run::SCORE_UNAVAILABLE_KEY)
+                    .unwrap_or_else(|| "the optimizer reported no score".to_owned())
+            ),
+        }
     );
     println!("preference  {}", candidate.preference_summary);
     if !reviewers.is_empty() {
@@ -560,6 +570,19 @@ fn print_eval_report(report_json: &str) {
                 // The field's name in words (`run id`, not `run_id`); `--json` keeps the names.
                 let key = key.replace('_', " ");
                 println!("  {key:<22} {shown}");
+            }
+            // The terms of the built-in optimizer's report, once, in words.
+            if fields.contains_key("evidence") {
+                println!(
+                    "  (evidence by source: human gold = a person's review, verifiable floor = a \
+                     verifier's or checker's result, judge = a model judge's verdict)"
+                );
+            }
+            if fields.contains_key("held_out_replay") {
+                println!(
+                    "  (held out replay: each ranking left out in turn, the rules learned from the \
+                     others picked an option in `picked` of them and the reviewer's winner in `agreed`)"
+                );
             }
         }
         _ if report_json.trim().is_empty() => println!("eval report -"),
