@@ -122,4 +122,20 @@ fn a_new_user_follows_the_readme_from_init_to_an_adopted_and_a_trained_skill() {
         skill_before,
         "the user's own file is never rewritten"
     );
+
+    // Promoting says how to write the new version back into the user's file; doing so makes the
+    // file and the current version one again.
+    let (code, out, err) = user.bash("skillforge candidate promote my-skill@v2");
+    assert_eq!(code, 0, "{out}\n{err}");
+    let file = std::fs::canonicalize(user.path("work/path/to/my-skill/SKILL.md")).unwrap();
+    let write_back = format!(
+        "skillforge template show my-skill --content > {}",
+        file.display()
+    );
+    assert!(out.contains(&write_back), "{out}\n{err}");
+    let (code, out, err) = user.bash(&format!(
+        "{write_back}\nskillforge template add path/to/my-skill"
+    ));
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("my-skill unchanged"), "{out}\n{err}");
 }

@@ -97,6 +97,7 @@ fn every_problem_is_reported_at_once_and_nothing_is_stored() {
         "capabilities has unsupported value \"fly\"",
         "ask (answers",
         "tags: invalid type",
+        "expected a list (`[a, b]`, or `- a` lines)",
         "template body is empty",
         "differs from its directory \"planner\"",
         path_arg(&bad),
@@ -112,6 +113,31 @@ fn every_problem_is_reported_at_once_and_nothing_is_stored() {
     std::fs::create_dir_all(&empty).unwrap();
     let (_, err) = run_code(&home, &["template", "add", path_arg(&empty)], 2);
     assert!(err.contains("has no SKILL.md"), "{err}");
+}
+
+// A file whose text an earlier version had is added as a new current version, and the output
+// says it is that version's text again (a roll-back), in words and in --json.
+#[test]
+fn adding_an_earlier_versions_text_says_it_is_a_roll_back() {
+    let home = Home::embedded();
+    let skill = home.path().join("in/tidy/SKILL.md");
+    let first = "---\nname: tidy\ndescription: Keep replies short\n---\nBe brief.\n";
+    write(&skill, first);
+    ok(&home, &["template", "add", path_arg(&skill)]);
+    write(&skill, &format!("{first}Name the effect first.\n"));
+    ok(&home, &["template", "add", path_arg(&skill)]);
+    write(&skill, first);
+    let said = ok(&home, &["template", "add", path_arg(&skill)]);
+    assert!(
+        said.contains("added tidy@v3 (current)")
+            && said.contains("the same text as tidy@v1 (a roll-back to it)"),
+        "{said}"
+    );
+    write(&skill, &format!("{first}Name the effect first.\n"));
+    assert_eq!(
+        home.json(&["template", "add", path_arg(&skill)])["same_as"],
+        "tidy@v2"
+    );
 }
 
 /// The seed's local review path on a skill added from its SKILL.md: the training package passes

@@ -620,7 +620,7 @@ impl Config {
                             .join("\n")
                     );
                 }
-                let mut message = worded_types(&error.to_string());
+                let mut message = skillforge_contract::shape::worded_types(&error.to_string());
                 if let Some(hint) = duplicate_hint(&text, error.span()) {
                     message = format!("{}\n{hint}", message.trim_end());
                 }
@@ -684,29 +684,6 @@ fn duplicate_hint(text: &str, span: Option<std::ops::Range<usize>>) -> Option<St
         ),
         None => format!("this key is already set at line {first}: keep one of the two"),
     })
-}
-
-/// A TOML error with Rust's type names in words (issue 35 item 3): `expected usize` reads
-/// `expected a whole number ≥ 0`, `expected f64` `expected a number`.
-fn worded_types(message: &str) -> String {
-    const WORDS: &[(&str, &str)] = &[
-        ("usize", "a whole number ≥ 0"),
-        ("u64", "a whole number ≥ 0"),
-        ("u32", "a whole number ≥ 0"),
-        ("u16", "a whole number ≥ 0"),
-        ("u8", "a whole number ≥ 0"),
-        ("isize", "a whole number"),
-        ("i64", "a whole number"),
-        ("i32", "a whole number"),
-        ("f64", "a number"),
-        ("f32", "a number"),
-        ("a boolean", "true or false"),
-    ];
-    let mut out = message.to_owned();
-    for (rust, words) in WORDS {
-        out = out.replace(&format!("expected {rust}"), &format!("expected {words}"));
-    }
-    out
 }
 
 /// `--home`, else `$SKILLFORGE_HOME`, else `~/.skillforge`, made absolute against the current

@@ -192,3 +192,15 @@ mod tests {
         );
     }
 }
+
+/// `path` quoted for a shell when it needs it.
+pub fn shell_word(path: &std::path::Path) -> String {
+    let s = path.display().to_string();
+    if s.chars()
+        .all(|c| c.is_ascii_alphanumeric() || "/._-+".contains(c))
+    {
+        s
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}

@@ -218,6 +218,31 @@ fn allowed_keys(schema: &Value, additional_properties_path: &str) -> Vec<String>
         .unwrap_or_default()
 }
 
+/// A parser's error (TOML, YAML) with Rust's type names in words (issue 35 item 3): `expected usize` reads
+/// `expected a whole number ≥ 0`, `expected f64` `expected a number`.
+pub fn worded_types(message: &str) -> String {
+    const WORDS: &[(&str, &str)] = &[
+        ("usize", "a whole number ≥ 0"),
+        ("u64", "a whole number ≥ 0"),
+        ("u32", "a whole number ≥ 0"),
+        ("u16", "a whole number ≥ 0"),
+        ("u8", "a whole number ≥ 0"),
+        ("isize", "a whole number"),
+        ("i64", "a whole number"),
+        ("i32", "a whole number"),
+        ("f64", "a number"),
+        ("f32", "a number"),
+        ("a boolean", "true or false"),
+        ("a sequence", "a list (`[a, b]`, or `- a` lines)"),
+        ("a map", "a mapping (`key: value` lines)"),
+    ];
+    let mut out = message.to_owned();
+    for (rust, words) in WORDS {
+        out = out.replace(&format!("expected {rust}"), &format!("expected {words}"));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -275,5 +300,16 @@ mod tests {
         assert_eq!(got.len(), 6, "{got:#?}");
         let ok = serde_json::json!({"name": "n", "inner": null, "list": []});
         assert!(shape_problems(&schema, &ok).is_empty());
+    }
+
+    #[test]
+    fn rust_type_names_read_as_words() {
+        let said = worded_types(
+            "invalid type: string \"abc\", expected i64; invalid type: string \"ask\", expected a sequence",
+        );
+        assert_eq!(
+            said,
+            "invalid type: string \"abc\", expected a whole number; invalid type: string \"ask\", expected a list (`[a, b]`, or `- a` lines)"
+        );
     }
 }

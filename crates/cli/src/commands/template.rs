@@ -97,10 +97,12 @@ async fn add(ctx: &Context, path: &std::path::Path, repo: Option<&str>, force: b
             source.path.display()
         )));
     }
+    // Recorded absolute: where `candidate promote` tells the user to write a new version back.
+    let recorded = std::fs::canonicalize(&source.path).unwrap_or_else(|_| source.path.clone());
     let installed = install(
         &store,
         &source.content,
-        &source.path.display().to_string(),
+        &recorded.display().to_string(),
         repo,
     )
     .await?;
@@ -110,15 +112,21 @@ async fn add(ctx: &Context, path: &std::path::Path, repo: Option<&str>, force: b
     if ctx.json {
         print_json(&json!({
             "template_id": version.template_id, "version_id": version.id, "created": installed.is_new,
+            "same_as": installed.same_as,
             "derived": installed.derived, "metadata": metadata,
         }));
         return Ok(OK);
     }
     if installed.is_new {
         println!(
-            "added {} (current) from {}",
+            "added {} (current) from {}{}",
             version.id,
-            source.path.display()
+            source.path.display(),
+            installed
+                .same_as
+                .as_deref()
+                .map(|earlier| format!(": the same text as {earlier} (a roll-back to it)"))
+                .unwrap_or_default()
         );
     } else {
         println!(
@@ -261,10 +269,22 @@ async fn show(ctx: &Context, reference: &str, content_only: bool) -> CliResult {
     println!("version   {} ({})", version.id, version.state);
     println!("name      {}", version.name);
     println!("hash      {}", version.content_hash);
-    println!(
-        "source    {} {} {}",
-        version.source_repo, version.source_ref, version.source_path
-    );
+    let candidate = if version.source_repo == skillforge_store::candidates::CANDIDATE_SOURCE_REPO {
+        skillforge_store::candidates::get_candidate(store.pool(), &version.id).await?
+    } else {
+        None
+    };
+    match &candidate {
+        // Said as `candidate show` says it: the package and the optimizer that built it.
+        Some(candidate) => println!(
+            "source    {}",
+            crate::commands::candidate::source_words(candidate)
+        ),
+        None => println!(
+            "source    {} {} {}",
+            version.source_repo, version.source_ref, version.source_path
+        ),
+    }
     println!("created   {}", version.created_at);
     let mut metadata: Value = serde_json::from_str(&version.metadata_json).unwrap_or(Value::Null);
     shown_version(&mut metadata, &derived, version.version);

@@ -25,6 +25,9 @@ pub struct Installed {
     /// The skillforge fields the content's frontmatter left out, filled with their defaults
     /// (`skillforge_contract::derive_missing`); empty for a full agent template.
     pub derived: Vec<&'static str>,
+    /// A new version whose text an earlier, no longer current version had: that version's id
+    /// (adding it again is a roll-back to that text).
+    pub same_as: Option<String>,
 }
 
 /// A template's source as `template add` reads it: a Markdown file, or a skill directory whose
@@ -116,7 +119,7 @@ pub fn check_source(
                 skillforge_contract::TemplateError::MissingFrontmatter => format!(
                     "{p} (a `---` line, `key: value` lines, a `---` line, then the body); the least is\n\n{MINIMAL_FRONTMATTER}"
                 ),
-                p => p.to_string(),
+                p => skillforge_contract::shape::worded_types(&p.to_string()),
             })
             .collect(),
     };
@@ -174,8 +177,15 @@ pub async fn install(
             version: current,
             is_new: false,
             derived,
+            same_as: None,
         });
     }
+    let same_as = skillforge_store::templates::list_versions(&mut *tx, &metadata.id)
+        .await?
+        .into_iter()
+        .filter(|v| v.content_hash == hash)
+        .max_by_key(|v| v.version)
+        .map(|v| v.id);
     let version = insert_version(
         &mut tx,
         &NewVersion {
@@ -198,6 +208,7 @@ pub async fn install(
         version,
         is_new: true,
         derived,
+        same_as,
     })
 }
 

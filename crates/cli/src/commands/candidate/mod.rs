@@ -239,7 +239,8 @@ async fn candidate_for(
 /// Where a candidate came from, for people: an imported candidate package (every import records
 /// the exchange's `source_repo` `gitmoot-skillopt`, kept as is in `--json`) and the optimizer
 /// that built it when its eval report names one.
-fn source_words(candidate: &CandidateRow) -> String {
+/// Where a version came from, in words: a candidate's package and the optimizer that built it.
+pub(crate) fn source_words(candidate: &CandidateRow) -> String {
     if candidate.source_repo != skillforge_store::candidates::CANDIDATE_SOURCE_REPO {
         return format!(
             "{} {} {}",
@@ -522,6 +523,13 @@ async fn promote(ctx: &Context, reference: &str, reason: &str) -> CliResult {
                          (`skillforge template show {p} --content` shows it)"
                     );
                 }
+                if let Some(file) = user_file(&store, &candidate.template_id).await? {
+                    println!(
+                        "your file does not hold it yet; write it back: skillforge template show {} --content > {}",
+                        candidate.template_id,
+                        crate::output::shell_word(&file)
+                    );
+                }
             }
             Ok(OK)
         }
@@ -607,4 +615,19 @@ fn human_value(value: &Value) -> String {
         Value::Array(items) => format!("{} entries", items.len()),
         other => other.to_string(),
     }
+}
+
+/// The file the template's newest hand-added version was read from (`template add PATH`), when it
+/// is still there: where a promoted candidate is written back.
+async fn user_file(
+    store: &skillforge_store::Store,
+    template_id: &str,
+) -> Result<Option<std::path::PathBuf>, CliError> {
+    let versions = skillforge_store::templates::list_versions(store.pool(), template_id).await?;
+    Ok(versions
+        .iter()
+        .filter(|v| v.source_repo != skillforge_store::candidates::CANDIDATE_SOURCE_REPO)
+        .max_by_key(|v| v.version)
+        .map(|v| std::path::PathBuf::from(&v.source_path))
+        .filter(|p| p.is_absolute() && p.is_file()))
 }

@@ -102,7 +102,7 @@ pub fn run(home_flag: Option<PathBuf>, json_out: bool, args: InitArgs) -> CliRes
         "  {:<34} JSON Schemas of these files (`skillforge schema NAME`)",
         "schemas/"
     );
-    let home_arg = shell_word(&home);
+    let home_arg = crate::output::shell_word(&home);
     println!("next:");
     println!("  skillforge --home {home_arg} doctor");
     println!("  skillforge --home {home_arg} template add {home_arg}/skills/example-skill");
@@ -144,7 +144,14 @@ fn update(home: &Path, files: &[(String, String)], json_out: bool) -> CliResult 
             files.join(", ")
         }
     };
-    println!("  schemas refreshed for this build: {}", list(&refreshed));
+    println!(
+        "  schemas refreshed for this build: {}",
+        if refreshed.is_empty() {
+            "none (all current)".to_owned()
+        } else {
+            refreshed.join(", ")
+        }
+    );
     println!("  files that were missing, written: {}", list(&written));
     println!("  kept as they are (yours): {}", list(&kept));
     if kept.iter().any(|rel| *rel == crate::config::CONFIG_FILE) {
@@ -192,16 +199,4 @@ fn write_new(path: &Path, text: &str) -> Result<(), CliError> {
         .map_err(|e| CliError::env(anyhow!("create `{}`: {e}", path.display())))?;
     file.write_all(text.as_bytes())
         .map_err(|e| CliError::env(anyhow!("write `{}`: {e}", path.display())))
-}
-
-/// `path` quoted for a shell when it needs it.
-fn shell_word(path: &Path) -> String {
-    let s = path.display().to_string();
-    if s.chars()
-        .all(|c| c.is_ascii_alphanumeric() || "/._-+".contains(c))
-    {
-        s
-    } else {
-        format!("'{}'", s.replace('\'', "'\\''"))
-    }
 }
