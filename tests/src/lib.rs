@@ -300,8 +300,12 @@ impl RedisServer {
     /// Shuts the server down (saving nothing beyond the AOF) and starts it again on the same port and dir.
     pub fn restart(&self) {
         let _ = self.cli(&["shutdown", "nosave"]);
+        // Stopped means its port is free: a launch while the exiting server's threads still hold
+        // the socket fails to bind.
         wait_for(Duration::from_secs(10), "redis-server to stop", || {
-            self.cli(&["ping"]).is_none().then_some(())
+            (self.cli(&["ping"]).is_none()
+                && std::net::TcpListener::bind(("127.0.0.1", self.port)).is_ok())
+            .then_some(())
         });
         self.launch();
     }

@@ -124,6 +124,17 @@ impl RedisServer {
             assert!(Instant::now() < deadline, "redis-server {pid} did not die");
             std::thread::sleep(Duration::from_millis(10));
         }
+        // The leader is a zombie while its other threads still exit holding the shared file
+        // table: the port is free only once the last one has gone (a launch before that fails
+        // to bind).
+        while std::net::TcpListener::bind(("127.0.0.1", self.port)).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "port {} still bound after redis-server {pid} died",
+                self.port
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
         let _ = std::fs::remove_file(self.dir.path().join("redis.pid"));
     }
 }
