@@ -278,6 +278,12 @@ async fn forge(ctx: &Context, mut args: ForgeArgs) -> Result<Finished, CliError>
                 ))
             })?;
         }
+        // The model APIs, as `doctor` checks them: an unreachable one stops the forge at once
+        // (exit 3) rather than each arm after the runtime's own retries.
+        let judge = args.judge_runtime.as_deref().unwrap_or(&runtime);
+        crate::control::model_api::check_reachable(&[&runtime, judge])
+            .await
+            .map_err(|e| CliError::env(anyhow!(e)))?;
     }
     let mut signature = None;
     let brief = match (brief, &args.theme) {
