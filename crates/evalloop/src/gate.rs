@@ -156,7 +156,13 @@ pub fn gate(input: &GateInput<'_>) -> GateOutcome {
                 input.skill, silent.with, agg.n_samples
             ));
         } else {
-            lines.push("fix whatever invalidated the others and rerun the brief".to_owned());
+            // Run again as it is, the brief's forge is read back (or refused as changed when the
+            // fix was to the brief or the skill): the way on is a fresh forge.
+            lines.push(
+                "fix whatever invalidated the others (the samples' reasons above say what), then forge the \
+                 brief anew with --fresh (the earlier forge is kept in the home's eval/archive)"
+                    .to_owned(),
+            );
         }
         return out(Decision::Undecided, lines);
     }
@@ -298,6 +304,7 @@ mod tests {
             "resolution 12: undecided, not reject"
         );
         assert!(!g.decision.is_verdict());
+        assert!(g.lines[1].contains("anew with --fresh"), "{:?}", g.lines);
     }
 
     // E-16
