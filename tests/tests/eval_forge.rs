@@ -1156,6 +1156,28 @@ fn forge_input_errors_name_what_to_fix() {
         stderr.contains("differs from its directory") && stderr.contains("problems"),
         "{stderr}"
     );
+    // A mistyped skill dir is no such directory (not "has no SKILL.md").
+    let (code, _, stderr) = s.forge(&brief, &s.path("skills/tldrr"), &[]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("no such directory") && stderr.contains("skills/tldrr"),
+        "{stderr}"
+    );
+    // No skill at all: both ways to give one are named.
+    let out = s
+        .home
+        .cmd()
+        .args(["eval", "forge", "--runtime", "scripted", "--brief"])
+        .arg(&brief)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.code() == Some(2)
+            && said.contains("--skill-dir")
+            && said.contains("--skill-version"),
+        "{said}"
+    );
     assert!(!s.run_dir(BRIEF_ID).exists(), "nothing ran");
     // `eval brief --check --json` answers one JSON document.
     let out = s.home.run(&[
@@ -1701,6 +1723,12 @@ fn a_template_version_is_forged_against_another_version_of_the_same_skill() {
         String::from_utf8_lossy(&bad.stderr).contains("no version of `tldr` matches `tldr@v9`"),
         "{}",
         String::from_utf8_lossy(&bad.stderr)
+    );
+    // It lists the versions there are to choose from.
+    let said = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        said.contains("its versions: tldr@v1 (") && said.contains("tldr@v2 ("),
+        "{said}"
     );
     assert!(!s.run_dir(BRIEF_ID).exists(), "nothing ran");
     let out = forge("tldr@v2", "tldr@v1");

@@ -757,6 +757,12 @@ pub fn skill_name(dir: &Path) -> Result<String, ForgeError> {
             dir.parent().unwrap_or(dir).display()
         )));
     }
+    if !dir.exists() {
+        return Err(ForgeError::Refused(format!(
+            "skill dir `{}`: no such directory (give the directory that holds the skill's SKILL.md)",
+            dir.display()
+        )));
+    }
     let file = dir.join("SKILL.md");
     if !file.is_file() {
         return Err(ForgeError::Refused(format!(

@@ -23,6 +23,11 @@ use crate::output::print_json;
 
 /// Arguments of `eval forge`.
 #[derive(Debug, Args)]
+#[command(group(
+    clap::ArgGroup::new("candidate")
+        .required(true)
+        .args(["skill_dir", "skill_version"])
+))]
 pub struct ForgeArgs {
     /// The brief (JSON: id, prompt, setup, verify, rubric, output).
     #[arg(
@@ -42,7 +47,6 @@ pub struct ForgeArgs {
     #[arg(
         long = "skill-dir",
         value_name = "DIR",
-        required_unless_present = "skill_version",
         conflicts_with = "skill_version"
     )]
     skill_dir: Option<PathBuf>,
