@@ -1156,6 +1156,28 @@ fn forge_input_errors_name_what_to_fix() {
         stderr.contains("differs from its directory") && stderr.contains("problems"),
         "{stderr}"
     );
+    // A mistyped skill dir is no such directory (not "has no SKILL.md").
+    let (code, _, stderr) = s.forge(&brief, &s.path("skills/tldrr"), &[]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("no such directory") && stderr.contains("skills/tldrr"),
+        "{stderr}"
+    );
+    // No skill at all: both ways to give one are named.
+    let out = s
+        .home
+        .cmd()
+        .args(["eval", "forge", "--runtime", "scripted", "--brief"])
+        .arg(&brief)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.code() == Some(2)
+            && said.contains("--skill-dir")
+            && said.contains("--skill-version"),
+        "{said}"
+    );
     assert!(!s.run_dir(BRIEF_ID).exists(), "nothing ran");
     // `eval brief --check --json` answers one JSON document.
     let out = s.home.run(&[
@@ -1702,6 +1724,12 @@ fn a_template_version_is_forged_against_another_version_of_the_same_skill() {
         "{}",
         String::from_utf8_lossy(&bad.stderr)
     );
+    // It lists the versions there are to choose from.
+    let said = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        said.contains("its versions: tldr@v1 (") && said.contains("tldr@v2 ("),
+        "{said}"
+    );
     assert!(!s.run_dir(BRIEF_ID).exists(), "nothing ran");
     let out = forge("tldr@v2", "tldr@v1");
     let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
@@ -1785,4 +1813,205 @@ fn a_brief_stopped_on_a_setup_fault_or_edited_is_forged_anew_not_read_back() {
         "both earlier forges kept"
     );
     assert_eq!(s.ledger().len(), 2, "the ledger keeps every verdict");
+}
+
+/// `eval forge --json --runtime scripted --brief BRIEF --skill-version CANDIDATE --rival-version
+/// RIVAL`: (exit code, report, stderr).
+fn forge_versions(s: &Setup, brief: &Path, candidate: &str, rival: &str) -> (i32, Value, String) {
+    let out = s
+        .home
+        .cmd()
+        .args([
+            "--json",
+            "eval",
+            "forge",
+            "--runtime",
+            "scripted",
+            "--brief",
+        ])
+        .arg(brief)
+        .args(["--skill-version", candidate, "--rival-version", rival])
+        .arg("--adopt-dir")
+        .arg(s.path("adopted"))
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        serde_json::from_slice(&out.stdout).unwrap_or(Value::Null),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+// E-17 per question: a trained version that ties its predecessor is rejected naming both versions
+// (gate, ledger, status, report, human and JSON); the reject bars that content against that rival
+// only, so the same content still meets an empty baseline; there, a reject the scripted stand-in
+// judged skips the next scripted forge saying whose reject it was and that a model judge
+// evaluates it.
+#[test]
+fn e17_a_version_that_tied_its_predecessor_is_rejected_naming_both_and_still_meets_an_empty_baseline()
+ {
+    let s = Setup::new();
+    let first = s.skill("tldr", "scripted: reply SHORT tie, the first version");
+    let add = |dir: &Path| {
+        let added = s.home.run(&["template", "add", dir.to_str().unwrap()]);
+        assert!(
+            added.status.success(),
+            "{}",
+            String::from_utf8_lossy(&added.stderr)
+        );
+    };
+    add(&first);
+    let (second, brief) = s.tie();
+    add(&second);
+    let (code, report, stderr) = forge_versions(&s, &brief, "tldr@v2", "tldr@v1");
+    assert_eq!(
+        (code, report["gate"]["decision"].as_str()),
+        (1, Some("reject")),
+        "{stderr}\n{report:#}"
+    );
+    let headline = report["gate"]["lines"][0].as_str().unwrap();
+    assert!(
+        headline.starts_with("REJECT: tldr@v2 did not beat tldr@v1: clean tie"),
+        "{headline}"
+    );
+    let row = &s.ledger()[0];
+    assert!(
+        row["reason"]
+            .as_str()
+            .unwrap()
+            .contains("tldr@v2 did not beat tldr@v1"),
+        "{row:#}"
+    );
+    assert_eq!(
+        row["versions"],
+        json!({"candidate": "tldr@v2", "rival": "tldr@v1"})
+    );
+    assert_eq!(row["baseline_skills"], json!(["tldr"]));
+    // `eval status` and `eval report` name both versions, in words and in JSON.
+    for cmd in ["status", "report"] {
+        let out = s.home.run(&["eval", cmd, "--brief", BRIEF_ID]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && text.contains("tldr@v2") && text.contains("tldr@v1"),
+            "eval {cmd}:\n{text}"
+        );
+        let doc = s.home.json(&["eval", cmd, "--brief", BRIEF_ID]);
+        assert_eq!(
+            doc["forge"]["versions"],
+            json!({"candidate": "tldr@v2", "rival": "tldr@v1"}),
+            "eval {cmd} --json: {doc:#}"
+        );
+    }
+    let human = s.home.run(&["eval", "status"]);
+    assert!(
+        String::from_utf8_lossy(&human.stdout).contains("tldr@v2 vs tldr@v1"),
+        "{}",
+        String::from_utf8_lossy(&human.stdout)
+    );
+    // The same question again (another brief): skipped, naming the versions.
+    let again = s.brief(
+        "again",
+        "",
+        "scripted: judge-reply {\"winner\":\"tie\"}",
+        "true",
+    );
+    let (code, report, _) = forge_versions(&s, &again, "tldr@v2", "tldr@v1");
+    let skipped = report["skipped"].as_str().unwrap_or_default();
+    assert!(
+        code == 1 && skipped.contains("tldr@v2 against tldr@v1"),
+        "{report:#}"
+    );
+    // The same content over an empty baseline is another question: evaluated.
+    let v2_dir = s.home.path().join("eval/versions/tldr@v2/tldr");
+    let empty = s.brief(
+        "empty-baseline",
+        "",
+        "scripted: judge-reply {\"winner\":\"tie\"}",
+        "true",
+    );
+    let (code, report, stderr) = s.forge(&empty, &v2_dir, &[]);
+    assert!(report["skipped"].is_null(), "{stderr}\n{report:#}");
+    assert_eq!(
+        (code, report["gate"]["decision"].as_str()),
+        (1, Some("reject")),
+        "{report:#}"
+    );
+    // And that reject (by the scripted stand-in) skips the next scripted forge of it, saying so.
+    let third = s.brief(
+        "third",
+        "",
+        "scripted: judge-reply {\"winner\":\"tie\"}",
+        "true",
+    );
+    let (code, report, _) = s.forge(&third, &v2_dir, &[]);
+    let skipped = report["skipped"].as_str().unwrap_or_default();
+    assert_eq!(code, 1, "{report:#}");
+    for said in [
+        "never evaluated again",
+        "the judge scripted",
+        "over an empty baseline",
+        "only scripted-judged runs",
+        "--judge-runtime claude",
+    ] {
+        assert!(skipped.contains(said), "{said:?} in {skipped}");
+    }
+    assert!(!s.run_dir("third").exists());
+}
+
+// E-07: on a real skill (no `scripted:` lines) both scripted arms give the same stand-in answer;
+// the scripted judge assesses nothing there (not a tie that rejects), and each sample's reason is
+// the judge's own: the same text, nothing to prefer, and what gives an arm its answer. The
+// undecided gate says to forge the brief anew with --fresh, which an edited brief then takes.
+#[test]
+fn e07_two_same_stand_in_answers_are_no_verdict_and_the_reason_says_what_to_do() {
+    let s = Setup::new();
+    let skill = s.skill("changelog-writer", "Group the changelog's entries by type.");
+    let brief = s.path("changelog.json");
+    let write_brief = |prompt_extra: &str| {
+        std::fs::write(
+            &brief,
+            json!({"id": "changelog", "prompt": format!("Write the changelog for #42 from notes.md.\n{prompt_extra}"),
+                   "setup": {"notes.md": "- fixed #42\n"}, "verify": "true",
+                   "rubric": "Which changelog is better?\nscripted: prefer #42", "output": "reply"})
+            .to_string(),
+        )
+        .unwrap();
+    };
+    write_brief("");
+    let (code, report, stderr) = s.forge(&brief, &skill, &[]);
+    assert_eq!(
+        codes(&report),
+        vec![Some("unreadable_verdict".to_owned()); 3],
+        "{stderr}\n{report:#}"
+    );
+    let reason = report["samples"][0]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("same text")
+            && reason.contains("nothing to prefer")
+            && reason.contains("scripted: reply"),
+        "{reason}"
+    );
+    assert!(!reason.contains("preferred the slot"), "{reason}");
+    assert_eq!(
+        (code, report["gate"]["decision"].as_str()),
+        (1, Some("undecided")),
+        "{report:#}"
+    );
+    assert!(
+        s.ledger().is_empty(),
+        "no reject recorded: {:#?}",
+        s.ledger()
+    );
+    let gate = report["gate"]["lines"].to_string();
+    assert!(gate.contains("anew with --fresh"), "{gate}");
+    // The fix was to the brief: --fresh forges it anew (not refused as changed).
+    write_brief("scripted: reply a changelog without the issue number");
+    let (code, report, stderr) = s.forge(&brief, &skill, &["--fresh"]);
+    assert_ne!(code, 2, "{stderr}");
+    assert!(!stderr.contains("changed since"), "{stderr}");
+    assert_eq!(
+        report["samples"].as_array().map(Vec::len),
+        Some(3),
+        "{report:#}"
+    );
 }

@@ -479,3 +479,63 @@ fn arm_records(dir: &std::path::Path) -> String {
     }
     out
 }
+
+// An unreachable model API stops `eval forge` before any arm job, as `doctor` finds it: exit 3
+// (an environment problem) at once, one line naming the URL and where its base URL is set, for
+// each real CLI (Codex's and OpenCode's config files, ANTHROPIC_BASE_URL) pointed at a loopback
+// port nothing listens on.
+#[test]
+fn an_unreachable_model_api_stops_the_forge_before_any_arm_naming_the_url_and_setting() {
+    let fake = FakeModel::start();
+    let user = AgentUser::new(&fake);
+    let closed = format!("http://127.0.0.1:{}", skillforge_tests::free_port());
+    std::fs::write(
+        user.home().join(".codex/config.toml"),
+        fake.codex_config().replace(&fake.url, &closed),
+    )
+    .unwrap();
+    std::fs::write(
+        user.home().join(".config/opencode/opencode.json"),
+        fake.opencode_config()
+            .to_string()
+            .replace(&fake.url, &closed),
+    )
+    .unwrap();
+    for (runtime, setting) in [
+        ("claude", "ANTHROPIC_BASE_URL"),
+        ("codex", ".codex/config.toml"),
+        ("opencode", "opencode.json"),
+    ] {
+        let s = Setup::new();
+        let skill = candidate(&s);
+        let brief = reply_brief(&s);
+        let started = std::time::Instant::now();
+        let mut cmd = s.home.cmd();
+        user.apply(&mut cmd);
+        let out = cmd
+            .env("ANTHROPIC_BASE_URL", &closed)
+            .args(["eval", "forge", "--runtime", runtime, "--brief"])
+            .arg(&brief)
+            .arg("--skill-dir")
+            .arg(&skill)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{runtime}: {stderr}");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "{runtime}: at once, not after the CLI's retries ({:?})",
+            started.elapsed()
+        );
+        let said: Vec<&str> = stderr.lines().filter(|l| l.contains(&closed)).collect();
+        assert_eq!(said.len(), 1, "{runtime}: one line:\n{stderr}");
+        assert!(
+            said[0].contains("does not accept a connection")
+                && said[0].contains(setting)
+                && said[0].contains("no arm started"),
+            "{runtime}: {stderr}"
+        );
+        assert!(!s.run_dir(BRIEF_ID).exists(), "{runtime}: no arm job");
+    }
+    assert!(fake.requests().is_empty(), "no request reached any model");
+}

@@ -1311,3 +1311,87 @@ fn a_decision_right_after_the_candidate_is_made_publishes_its_review_first() {
         "{err}"
     );
 }
+
+// E-12: one wording of a runtime's credentials. With no login and no key, `eval forge`,
+// `train continue` and `doctor` each say how to give Codex and Claude Code credentials in the
+// same words: the runtime profile's one list of every route it accepts (`codex login` and the
+// keys, with the forge's CODEX_FORCE_AUTH_JSON=0 rule; Claude Code's login and its three
+// variables).
+#[test]
+fn eval_forge_train_continue_and_doctor_word_a_runtimes_credentials_alike() {
+    let s = Setup::new();
+    let user_home = s.path("logged-out-user");
+    std::fs::create_dir_all(&user_home).unwrap();
+    let claude_config = s.path("claude-config");
+    let logged_out = |cmd: &mut std::process::Command| {
+        for var in [
+            "ANTHROPIC_API_KEY",
+            "ANTHROPIC_AUTH_TOKEN",
+            "CLAUDE_CODE_OAUTH_TOKEN",
+            "OPENAI_API_KEY",
+            "CODEX_API_KEY",
+            "CODEX_HOME",
+            "CODEX_FORCE_AUTH_JSON",
+            "XDG_CONFIG_HOME",
+        ] {
+            cmd.env_remove(var);
+        }
+        cmd.env("HOME", &user_home)
+            .env("CLAUDE_CONFIG_DIR", &claude_config)
+            .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+            .env("DISABLE_TELEMETRY", "1");
+    };
+    let doctor = {
+        let mut cmd = s.home.cmd();
+        cmd.args(["--json", "doctor"]);
+        logged_out(&mut cmd);
+        let out = cmd.output().unwrap();
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    };
+    let skill = s.skill("tldr", GOOD_SKILL);
+    let brief = s.brief(BRIEF_ID, "", "", VERIFY_SHORT);
+    for runtime in ["codex", "claude"] {
+        let help = skillforge_runner_agent::profile::credential_help(runtime);
+        // eval forge: its preflight, before any arm.
+        let mut cmd = s.home.cmd();
+        cmd.args(["eval", "forge", "--runtime", runtime, "--brief"])
+            .arg(&brief)
+            .arg("--skill-dir")
+            .arg(&skill);
+        logged_out(&mut cmd);
+        let out = cmd.output().unwrap();
+        let forge = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(3), "{forge}");
+        assert!(
+            forge.contains(&help),
+            "eval forge --runtime {runtime}:\n{forge}"
+        );
+        // doctor: the runtime's line.
+        let line = doctor["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == format!("runtime {runtime}"))
+            .unwrap_or_else(|| panic!("{doctor:#}"));
+        assert!(
+            line["fix"].as_str().unwrap_or_default().contains(&help),
+            "doctor on {runtime}: {line:#}"
+        );
+        // train continue: option generation on the runtime.
+        let home = Home::embedded();
+        start_with(
+            &home,
+            &["--workspace-repo", "owner/workspace", "--runtime", runtime],
+        );
+        let mut cmd = home.cmd();
+        cmd.args(["train", "continue", "--session", SESSION]);
+        logged_out(&mut cmd);
+        let out = cmd.output().unwrap();
+        let train = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(3), "{train}\n{}", home.logs());
+        assert!(
+            train.contains(&help),
+            "train continue --runtime {runtime}:\n{train}"
+        );
+    }
+}

@@ -15,7 +15,7 @@ use skillforge_contract::limits::LimitError;
 #[derive(Debug, thiserror::Error)]
 pub enum CredentialError {
     /// No Claude token in the environment and no readable credentials file.
-    #[error("no Claude credential: no token in the environment and `{}` is unreadable ({source}); log in with `claude` or set CLAUDE_CODE_OAUTH_TOKEN", path.display())]
+    #[error("no Claude credential: no token in the environment and `{}` is unreadable ({source}): {}", path.display(), help("claude"))]
     NoClaudeCredential {
         /// `~/.claude/.credentials.json`.
         path: PathBuf,
@@ -24,19 +24,22 @@ pub enum CredentialError {
         source: std::io::Error,
     },
     /// The credentials file holds no `claudeAiOauth` object.
-    #[error("`{}` holds no claudeAiOauth token", .0.display())]
+    #[error("`{}` holds no claudeAiOauth token: {}", .0.display(), help("claude"))]
     NoOauth(PathBuf),
     /// The `claudeAiOauth` object holds no access token.
-    #[error("`{}` holds no access token", .0.display())]
+    #[error("`{}` holds no access token: {}", .0.display(), help("claude"))]
     NoAccessToken(PathBuf),
     /// The Claude token's `expiresAt` has passed.
-    #[error("the Claude token in `{}` expired; an expired token is no token: run `claude` to refresh it before any arm starts", .0.display())]
+    #[error("the Claude token in `{}` expired; an expired token is no token: {}", .0.display(), help("claude"))]
     Expired(PathBuf),
     /// `CODEX_FORCE_AUTH_JSON=0` without a key.
-    #[error("CODEX_FORCE_AUTH_JSON=0 but no OPENAI_API_KEY is set")]
+    #[error(
+        "CODEX_FORCE_AUTH_JSON=0 but neither OPENAI_API_KEY nor CODEX_API_KEY is set: {}",
+        help("codex")
+    )]
     NoCodexKey,
     /// Codex's `auth.json` cannot be read (and the key is never a quiet fallback).
-    #[error("`{}` is unreadable ({source}); not falling back to OPENAI_API_KEY — set CODEX_FORCE_AUTH_JSON=0 to use the key deliberately", path.display())]
+    #[error("no Codex login: `{}` is unreadable ({source}), and a key is not used in its place unless asked for: {}", path.display(), help("codex"))]
     NoCodexLogin {
         /// `$CODEX_HOME/auth.json`.
         path: PathBuf,
@@ -62,6 +65,12 @@ pub enum CredentialError {
         #[source]
         source: serde_json::Error,
     },
+}
+
+/// How to give `runtime` credentials: the runtime profile's one wording
+/// ([`skillforge_runner_agent::profile::credential_help`]).
+fn help(runtime: &str) -> String {
+    skillforge_runner_agent::profile::credential_help(runtime)
 }
 
 /// Checks that `runtime` has a usable credential, given the worker's environment `env` and the

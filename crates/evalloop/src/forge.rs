@@ -30,7 +30,10 @@ use super::layout::{
     FileError, arm_dir, brief_dir, eval_root, ledger_path, meta_dir, read_json, sample_dir,
     write_json,
 };
-use super::ledger::{LedgerRow, Signature, append_row, read_ledger, recheck_due, rejected};
+use super::ledger::{
+    LedgerRow, STAND_IN_RUNTIME, Signature, Versions, append_row, judged_by_stand_in, read_ledger,
+    recheck_due, rejected,
+};
 use super::pace::{PACE_FILE, pace_gate, pace_over_forges};
 use super::sample::{AgentSetup, SampleVerdict, VERDICT_FILE};
 use super::stages::EvalStages;
@@ -90,6 +93,9 @@ pub struct ForgeRequest {
     /// The theme the brief was drafted from, when mined from sessions (`--mode corrections` with a
     /// theme file carrying a signature): written onto an adoption's ledger row for its recheck.
     pub signature: Option<Signature>,
+    /// The template versions forged (`--skill-version`, `--rival-version`), named by the gate,
+    /// the ledger row, `eval status` and `eval report`; `None` for a forge of directories.
+    pub versions: Option<Versions>,
 }
 
 /// What the forge environment provides.
@@ -149,6 +155,10 @@ pub struct ForgeState {
     /// before it was recorded (their brief is not compared).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub brief_digest: Option<String>,
+    /// The template versions forged (`--skill-version`, `--rival-version`); absent for a forge of
+    /// directories.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub versions: Option<Versions>,
 }
 
 /// `sha256:<hex>` of `brief` as parsed (its JSON serialization, so formatting does not count).
@@ -231,9 +241,12 @@ fn env_err(e: impl std::fmt::Display) -> ForgeError {
 /// [`ForgeError`].
 pub async fn run_forge(env: &ForgeEnv<'_>, req: &ForgeRequest) -> Result<ForgeReport, ForgeError> {
     let skill = skill_name(&req.skill_dir)?;
-    if let Some(rival) = &req.rival {
-        skill_name(rival)?;
-    }
+    // What the baseline arm is given: the rival's name, or nothing (the question a reject
+    // answered, E-17).
+    let baseline: Vec<String> = match &req.rival {
+        Some(rival) => vec![skill_name(rival)?],
+        None => Vec::new(),
+    };
     let dir = brief_dir(env.home, &req.brief.id);
     let mut report = ForgeReport {
         brief_id: req.brief.id.clone(),
@@ -254,18 +267,8 @@ pub async fn run_forge(env: &ForgeEnv<'_>, req: &ForgeRequest) -> Result<ForgeRe
     );
     let ledger = ledger_path(env.home);
     let rows = read_ledger(&ledger).map_err(env_err)?;
-    if let Some(row) = rejected(&rows, &skill, &digest, &req.judge_runtime) {
-        let how = if row.skill_digest.is_some() {
-            "this content is never evaluated again; an edited skill is a new candidate and is evaluated"
-        } else {
-            "it is never evaluated again under this name (the ledger row predates content digests)"
-        };
-        report.skipped = Some(format!(
-            "`{skill}` was rejected on {} (brief `{}`): {how}; ledger {}",
-            row.at.format("%Y-%m-%d"),
-            row.brief_id,
-            ledger.display()
-        ));
+    if let Some(row) = rejected(&rows, &skill, &digest, &req.judge_runtime, &baseline) {
+        report.skipped = Some(skip_words(row, &skill, &ledger));
         return Ok(report);
     }
     let mut existing: Option<ForgeState> = read_json(&dir.join(FORGE_FILE)).map_err(env_err)?;
@@ -391,6 +394,7 @@ pub async fn run_forge(env: &ForgeEnv<'_>, req: &ForgeRequest) -> Result<ForgeRe
         arms: None,
         judge: None,
         brief_digest: Some(brief_now.clone()),
+        versions: req.versions.clone(),
     });
     // A new forge, or an older one that had prepared nothing (no evidence to mismatch), records
     // who runs its arms and judges its samples.
@@ -559,6 +563,7 @@ pub async fn run_forge(env: &ForgeEnv<'_>, req: &ForgeRequest) -> Result<ForgeRe
             .and_then(|r| r.file_name())
             .and_then(|n| n.to_str()),
         probation_failure_rate: req.probation_failure_rate,
+        versions: state.versions.as_ref(),
     });
     // Issue 34 item 10: with `--pace`, PACE over every forge of the skill decides.
     let outcome = match req.pace {
@@ -719,6 +724,7 @@ fn record_decision(
         loads: None,
         skill_digest: state.skill_digest.clone(),
         judge: state.judge.clone(),
+        versions: state.versions.clone(),
         reason: format!(
             "{} {tag}",
             outcome.lines.first().cloned().unwrap_or_default()
@@ -726,6 +732,42 @@ fn record_decision(
     };
     append_row(&ledger, &row).map_err(env_err)?;
     Ok(Some(row))
+}
+
+/// Why a forge of `skill` is skipped as a loser (E-17): when, on which brief, under which judge
+/// and against which baseline it was rejected, and what is still evaluated: an edited skill, the
+/// content against another baseline, and (a reject the scripted stand-in judged bars only
+/// scripted-judged forges) the content under a model judge.
+fn skip_words(row: &LedgerRow, skill: &str, ledger: &Path) -> String {
+    let judge = row.judge.as_ref().map_or_else(
+        || "a judge the row does not record".to_owned(),
+        |j| format!("the judge {}", j.words()),
+    );
+    let against = match (&row.versions, row.baseline_skills.as_slice()) {
+        (Some(v), _) => format!("as {}", v.words()),
+        (None, []) => "over an empty baseline".to_owned(),
+        (None, names) => format!("against the rival {}", names.join(", ")),
+    };
+    let what = if row.skill_digest.is_some() {
+        "this content is never evaluated again against this baseline; an edited skill is a new candidate, \
+         and another baseline (another --rival, or none) another question: both are evaluated"
+    } else {
+        "it is never evaluated again under this name against this baseline (the ledger row predates content digests)"
+    };
+    let stand_in = if judged_by_stand_in(row) {
+        format!(
+            "; that reject was the `{STAND_IN_RUNTIME}` stand-in judge's, so it skips only scripted-judged runs: \
+             a model judge evaluates it (e.g. --judge-runtime claude)"
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "`{skill}` was rejected on {} (brief `{}`, {judge}, {against}): {what}{stand_in}; ledger {}",
+        row.at.format("%Y-%m-%d"),
+        row.brief_id,
+        ledger.display()
+    )
 }
 
 fn placeholder(n: u32) -> SampleVerdict {
@@ -755,6 +797,12 @@ pub fn skill_name(dir: &Path) -> Result<String, ForgeError> {
             "`{}` is the skill's SKILL.md: give its directory, `{}`",
             dir.display(),
             dir.parent().unwrap_or(dir).display()
+        )));
+    }
+    if !dir.exists() {
+        return Err(ForgeError::Refused(format!(
+            "skill dir `{}`: no such directory (give the directory that holds the skill's SKILL.md)",
+            dir.display()
         )));
     }
     let file = dir.join("SKILL.md");

@@ -69,6 +69,8 @@ pub struct GateInput<'a> {
     /// `--probation --failure-rate R`: the operator's claim that the production failure is real
     /// and costly (recorded on the row).
     pub probation_failure_rate: Option<f64>,
+    /// The template versions compared, when the forge is of versions: the headline names them.
+    pub versions: Option<&'a super::ledger::Versions>,
 }
 
 /// The decision and the lines that explain it.
@@ -131,10 +133,20 @@ pub fn gate(input: &GateInput<'_>) -> GateOutcome {
             )],
         );
     }
-    let over = if baseline.is_empty() {
-        "over an empty baseline".to_owned()
-    } else {
-        format!("over baseline {}", baseline.join(", "))
+    // A forge of versions names both (`changelog-writer@v4 over changelog-writer@v3`): the
+    // candidate and the incumbent share the skill's name.
+    let rival_version = input.versions.and_then(|v| v.rival.as_deref());
+    let candidate = input
+        .versions
+        .map_or_else(|| input.skill.to_owned(), |v| v.candidate.clone());
+    let over = match rival_version {
+        Some(rival) => format!("over `{rival}`"),
+        None if baseline.is_empty() => "over an empty baseline".to_owned(),
+        None => format!("over baseline {}", baseline.join(", ")),
+    };
+    let rejected = |why: String| match rival_version {
+        Some(rival) => format!("REJECT: {candidate} did not beat {rival}: {why}"),
+        None => format!("REJECT `{candidate}`: {why}"),
     };
     let tally = format!(
         "{} valid of {} samples: with {} / without {} / tie {}",
@@ -156,7 +168,13 @@ pub fn gate(input: &GateInput<'_>) -> GateOutcome {
                 input.skill, silent.with, agg.n_samples
             ));
         } else {
-            lines.push("fix whatever invalidated the others and rerun the brief".to_owned());
+            // Run again as it is, the brief's forge is read back (or refused as changed when the
+            // fix was to the brief or the skill): the way on is a fresh forge.
+            lines.push(
+                "fix whatever invalidated the others (the samples' reasons above say what), then forge the \
+                 brief anew with --fresh (the earlier forge is kept in the home's eval/archive)"
+                    .to_owned(),
+            );
         }
         return out(Decision::Undecided, lines);
     }
@@ -171,10 +189,7 @@ pub fn gate(input: &GateInput<'_>) -> GateOutcome {
     if majority(agg.wins_with) && majority(agg.with_verify_passes) && tool_line.0 {
         return out(
             Decision::Adopt,
-            vec![
-                format!("ADOPT `{}` {over}: {tally}", input.skill),
-                tool_line.1,
-            ],
+            vec![format!("ADOPT `{candidate}` {over}: {tally}"), tool_line.1],
         );
     }
     let clean_tie = agg.wins_with == agg.wins_without;
@@ -183,17 +198,15 @@ pub fn gate(input: &GateInput<'_>) -> GateOutcome {
             return out(
                 Decision::Probation,
                 vec![format!(
-                    "PROBATION `{}` {over}: clean tie ({tally}); production failure rate {rate} claimed by the operator; recheck in {PROBATION_RECHECK_DAYS} days",
-                    input.skill
+                    "PROBATION `{candidate}` {over}: clean tie ({tally}); production failure rate {rate} claimed by the operator; recheck in {PROBATION_RECHECK_DAYS} days"
                 )],
             );
         }
         return out(
             Decision::Reject,
-            vec![format!(
-                "REJECT `{}`: clean tie ({tally}) without --probation --failure-rate R",
-                input.skill
-            )],
+            vec![rejected(format!(
+                "clean tie ({tally}) without --probation --failure-rate R"
+            ))],
         );
     }
     let why = if !majority(agg.wins_with) {
@@ -206,10 +219,7 @@ pub fn gate(input: &GateInput<'_>) -> GateOutcome {
     } else {
         format!("more tool errors than the baseline ({})", tool_line.1)
     };
-    out(
-        Decision::Reject,
-        vec![format!("REJECT `{}`: {why}; {tally}", input.skill)],
-    )
+    out(Decision::Reject, vec![rejected(format!("{why}; {tally}"))])
 }
 
 #[cfg(test)]
@@ -231,6 +241,7 @@ mod tests {
             skill: "cand",
             rival,
             probation_failure_rate: probation,
+            versions: None,
         }
     }
 
@@ -298,6 +309,7 @@ mod tests {
             "resolution 12: undecided, not reject"
         );
         assert!(!g.decision.is_verdict());
+        assert!(g.lines[1].contains("anew with --fresh"), "{:?}", g.lines);
     }
 
     // E-16
@@ -316,6 +328,25 @@ mod tests {
         assert_eq!(
             gate(&input(&lost, None, Some(0.3))).decision,
             Decision::Reject
+        );
+        // A forge of versions names both in the headline.
+        let versions = crate::ledger::Versions {
+            candidate: "cand@v4".into(),
+            rival: Some("cand@v3".into()),
+        };
+        let mut tie = agg.clone();
+        tie.skills_installed = Some(ArmPair {
+            with: vec!["cand".into()],
+            without: vec!["cand".into()],
+        });
+        let g = gate(&GateInput {
+            versions: Some(&versions),
+            ..input(&tie, Some("cand"), None)
+        });
+        assert!(
+            g.lines[0].starts_with("REJECT: cand@v4 did not beat cand@v3: clean tie"),
+            "{:?}",
+            g.lines
         );
     }
 

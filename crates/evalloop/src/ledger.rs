@@ -21,6 +21,28 @@ pub struct Signature {
     pub derived_from: Option<String>,
 }
 
+/// The template versions a forge compared (`eval forge --skill-version` / `--rival-version`):
+/// ids as `ID@vN`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Versions {
+    /// The candidate's version, in the with-arm (`changelog-writer@v4`).
+    pub candidate: String,
+    /// The incumbent's version, in the baseline arm (`changelog-writer@v3`); `None` for an empty
+    /// baseline or a rival given as a directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rival: Option<String>,
+}
+
+impl Versions {
+    /// `changelog-writer@v4 against changelog-writer@v3` (or the candidate alone).
+    pub fn words(&self) -> String {
+        match &self.rival {
+            Some(r) => format!("{} against {r}", self.candidate),
+            None => self.candidate.clone(),
+        }
+    }
+}
+
 /// One ledger row.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LedgerRow {
@@ -70,6 +92,9 @@ pub struct LedgerRow {
     /// before it was recorded and on rows no forge wrote.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub judge: Option<crate::sample::AgentSetup>,
+    /// The template versions a forge of versions compared; absent for a forge of directories.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub versions: Option<Versions>,
 }
 
 impl LedgerRow {
@@ -187,18 +212,23 @@ pub fn backup_ledger(path: &Path, now: DateTime<Utc>) -> Result<PathBuf, LedgerE
 /// The runtime whose judge is a deterministic stand-in, not a model.
 pub const STAND_IN_RUNTIME: &str = "scripted";
 
-/// The row that makes `skill` (its tree's `digest`, `sha256:<hex>`) a loser, if any (E-17:
-/// losers are never re-evaluated): the skill's latest forge decision when that is a reject of
-/// the same content. A reject recorded without a digest (before digests were recorded) stands
-/// for any content; a later adopt or probation ends it; an edited skill (another digest) is a
-/// new candidate and is evaluated. A decision the `scripted` stand-in judged is no evaluation
-/// for a forge judged by a model (`judge_runtime` another runtime): it counts only for scripted
-/// forges, so trying a skill without a model never bars it from a real evaluation.
+/// The row that makes `skill` (its tree's `digest`, `sha256:<hex>`) a loser for a forge over
+/// `baseline` (the skills its baseline arm is given: the rival's name, or none), if any (E-17:
+/// losers are never re-evaluated). A reject answers one question, this content against this
+/// baseline: the skill's latest forge decision over the same baseline counts, and bars the
+/// forge when it is a reject of the same content. A reject recorded without a digest (before
+/// digests were recorded) stands for any content; a later adopt or probation ends it; an edited
+/// skill (another digest) is a new candidate and is evaluated, and so is the same content
+/// against another baseline (a version that tied its predecessor still meets an empty
+/// baseline). A decision the `scripted` stand-in judged is no evaluation for a forge judged by a
+/// model (`judge_runtime` another runtime): it counts only for scripted forges, so trying a
+/// skill without a model never bars it from a real evaluation.
 pub fn rejected<'a>(
     rows: &'a [LedgerRow],
     skill: &str,
     digest: &str,
     judge_runtime: &str,
+    baseline: &[String],
 ) -> Option<&'a LedgerRow> {
     let counts = |r: &LedgerRow| {
         judge_runtime == STAND_IN_RUNTIME
@@ -211,9 +241,17 @@ pub fn rejected<'a>(
         .find(|r| {
             r.skill == skill
                 && matches!(r.decision.as_str(), "reject" | "adopt" | "probation")
+                && r.baseline_skills == baseline
                 && counts(r)
         })
         .filter(|r| r.decision == "reject" && r.skill_digest.as_deref().is_none_or(|d| d == digest))
+}
+
+/// Whether `row` was judged by the `scripted` stand-in.
+pub fn judged_by_stand_in(row: &LedgerRow) -> bool {
+    row.judge
+        .as_ref()
+        .is_some_and(|j| j.runtime == STAND_IN_RUNTIME)
 }
 
 /// Open entries: per skill, its latest row when that row is an adopt or probation install.
@@ -257,6 +295,7 @@ pub(crate) mod tests {
             reason: String::new(),
             skill_digest: None,
             judge: None,
+            versions: None,
         }
     }
 
@@ -271,10 +310,10 @@ pub(crate) mod tests {
         let rows = read_ledger(&path).unwrap();
         assert_eq!(rows.len(), 2);
         assert!(
-            rejected(&rows, "l", "sha256:1", "claude").is_some(),
+            rejected(&rows, "l", "sha256:1", "claude", &[]).is_some(),
             "a reject without a digest stands for any content"
         );
-        assert!(rejected(&rows, "a", "sha256:1", "claude").is_none());
+        assert!(rejected(&rows, "a", "sha256:1", "claude", &[]).is_none());
         assert_eq!(open_entries(&rows).len(), 1);
         std::fs::write(&path, "{\"skill\":1}\n").unwrap();
         assert!(
@@ -296,16 +335,16 @@ pub(crate) mod tests {
         };
         let rows = vec![with("reject", "sha256:1")];
         assert_eq!(
-            rejected(&rows, "s", "sha256:1", "claude").map(|r| r.decision.as_str()),
+            rejected(&rows, "s", "sha256:1", "claude", &[]).map(|r| r.decision.as_str()),
             Some("reject")
         );
         assert!(
-            rejected(&rows, "s", "sha256:2", "claude").is_none(),
+            rejected(&rows, "s", "sha256:2", "claude", &[]).is_none(),
             "edited content is evaluated"
         );
         let rows = vec![with("reject", "sha256:1"), with("adopt", "sha256:2")];
         assert!(
-            rejected(&rows, "s", "sha256:1", "claude").is_none(),
+            rejected(&rows, "s", "sha256:1", "claude", &[]).is_none(),
             "a later adopt ends the reject"
         );
         let rows = vec![
@@ -317,7 +356,7 @@ pub(crate) mod tests {
             },
         ];
         assert!(
-            rejected(&rows, "s", "sha256:3", "claude").is_some(),
+            rejected(&rows, "s", "sha256:3", "claude", &[]).is_some(),
             "a recheck row is not a forge decision"
         );
         // E-17 with the scripted stand-in: its reject bars only scripted forges of the content.
@@ -330,10 +369,36 @@ pub(crate) mod tests {
         };
         let rows = vec![stand_in];
         assert!(
-            rejected(&rows, "s", "sha256:4", "claude").is_none(),
+            rejected(&rows, "s", "sha256:4", "claude", &[]).is_none(),
             "a stand-in's verdict is no evaluation for a model's forge"
         );
-        assert!(rejected(&rows, "s", "sha256:4", STAND_IN_RUNTIME).is_some());
+        assert!(rejected(&rows, "s", "sha256:4", STAND_IN_RUNTIME, &[]).is_some());
+        // E-17 per question: a reject against a rival bars the same content only against a rival
+        // of that name; over an empty baseline the content is evaluated (and the other way round).
+        let rival = vec!["s".to_owned()];
+        let head_to_head = LedgerRow {
+            baseline_skills: rival.clone(),
+            ..with("reject", "sha256:5")
+        };
+        let rows = vec![head_to_head.clone()];
+        assert!(rejected(&rows, "s", "sha256:5", "claude", &rival).is_some());
+        assert!(
+            rejected(&rows, "s", "sha256:5", "claude", &[]).is_none(),
+            "another baseline is another question"
+        );
+        let rows = vec![with("reject", "sha256:5"), head_to_head];
+        assert!(rejected(&rows, "s", "sha256:5", "claude", &[]).is_some());
+        let rows = vec![
+            with("reject", "sha256:5"),
+            LedgerRow {
+                baseline_skills: rival.clone(),
+                ..with("adopt", "sha256:6")
+            },
+        ];
+        assert!(
+            rejected(&rows, "s", "sha256:5", "claude", &[]).is_some(),
+            "an adoption against a rival does not end the empty-baseline reject"
+        );
     }
 
     // E-20

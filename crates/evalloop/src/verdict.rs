@@ -88,11 +88,16 @@ pub fn parse_verdict(reply: &str) -> JudgeReading {
         .to_owned();
     // A pick the judge says it did not make by reading the answers (the scripted runtime's judge
     // without a `prefer` line) is no evidence: an invalid sample, never a win or a tie.
+    // Its reasoning says why and what to do (the scripted judge's does); without one, the
+    // general way on.
     if value.get("assessed") == Some(&Value::Bool(false)) {
-        return JudgeReading::Unreadable(format!(
-            "the judge did not assess the answers ({reason}); for the scripted runtime, give the rubric a \
+        return JudgeReading::Unreadable(if reason.trim().is_empty() {
+            "the judge did not assess the answers; for the scripted runtime, give the rubric a \
              `scripted: prefer TEXT` line, or judge with a model runtime"
-        ));
+                .to_owned()
+        } else {
+            format!("the judge did not assess the answers: {}", reason.trim())
+        });
     }
     let winner = ["winner", "verdict"]
         .iter()
@@ -125,13 +130,23 @@ mod tests {
     // E-07: a pick its judge says it did not make by reading the answers is no verdict.
     #[test]
     fn e07_a_pick_not_made_by_assessing_the_answers_is_unreadable() {
-        let r = parse_verdict(r#"{"verdict": "a", "reasoning": "digest", "assessed": false}"#);
+        let r = parse_verdict(r#"{"verdict": "a", "assessed": false}"#);
         let JudgeReading::Unreadable(why) = r else {
             panic!("{r:?}")
         };
         assert!(
             why.contains("did not assess") && why.contains("scripted: prefer TEXT"),
             "{why}"
+        );
+        // The judge's own reasoning is the reason, so the user reads what to do.
+        let r = parse_verdict(
+            r#"{"verdict": "tie", "reasoning": "both answers are the same text", "assessed": false}"#,
+        );
+        assert_eq!(
+            r,
+            JudgeReading::Unreadable(
+                "the judge did not assess the answers: both answers are the same text".to_owned()
+            )
         );
         assert!(matches!(
             parse_verdict(r#"{"verdict": "a", "assessed": true}"#),

@@ -352,7 +352,28 @@ impl RuntimeProfile {
     }
 }
 
+/// How to give the runtime `name` credentials: every route it accepts, in one order (its
+/// profile's `login_hint`), the one wording every message about a missing or refused credential
+/// uses (`eval forge`'s preflight, a job's `not_runnable` reason, `doctor`).
+pub fn credential_help(name: &str) -> String {
+    match find(name) {
+        Ok(profile) => profile.credential_help(),
+        Err(_) => GENERIC_CREDENTIAL_HELP.to_owned(),
+    }
+}
+
+/// [`credential_help`] for a profile without a `login_hint`.
+const GENERIC_CREDENTIAL_HELP: &str =
+    "log the runtime in, or set its credential variables in the worker's environment";
+
 impl RuntimeProfile {
+    /// How to give this runtime credentials ([`credential_help`]).
+    pub fn credential_help(&self) -> String {
+        self.login_hint
+            .clone()
+            .unwrap_or_else(|| GENERIC_CREDENTIAL_HELP.to_owned())
+    }
+
     /// The `not_runnable` reason when a run that did not pass shows an authentication failure in
     /// `transcript`: names the runtime, the agent's own message and what to do; `None` otherwise.
     pub fn auth_failure(&self, transcript: &str, final_message: Option<&str>) -> Option<String> {
@@ -364,9 +385,7 @@ impl RuntimeProfile {
             .map(str::trim)
             .filter(|m| !m.is_empty())
             .unwrap_or(marker.as_str());
-        let hint = self.login_hint.as_deref().unwrap_or(
-            "log the runtime in, or set its credential variables in the worker's environment",
-        );
+        let hint = self.credential_help();
         Some(format!(
             "agent runtime `{}` is not authenticated ({said}): {hint}",
             self.name
@@ -399,9 +418,7 @@ impl RuntimeProfile {
         if files.iter().any(|f| f.is_file()) {
             return None;
         }
-        let hint = self.login_hint.as_deref().unwrap_or(
-            "log the runtime in, or set its credential variables in the worker's environment",
-        );
+        let hint = self.credential_help();
         let shown: Vec<String> = files.iter().map(|f| format!("`{}`", f.display())).collect();
         Some(format!(
             "agent runtime `{}` is not authenticated: none of {} is set and no login file exists ({}): {hint}",
@@ -428,12 +445,42 @@ impl RuntimeProfile {
             .lines()
             .rev()
             .find(|l| markers.iter().any(|m| l.contains(m)))?;
-        let said: String = line.trim().chars().take(300).collect();
+        let said: String = line_in_words(line, &markers).chars().take(300).collect();
         Some(format!(
             "agent runtime `{}` could not reach its model API ({said}): check the worker's network, proxy and the runtime's base URL",
             self.name
         ))
     }
+}
+
+/// A transcript line in words: for a JSON event, its first string field named `message` that
+/// holds one of `markers` (else its first `message` at all), not the raw event; any other line
+/// trimmed as it is.
+fn line_in_words(line: &str, markers: &[&str]) -> String {
+    fn messages<'a>(value: &'a serde_json::Value, out: &mut Vec<&'a str>) {
+        match value {
+            serde_json::Value::Object(map) => {
+                for (key, v) in map {
+                    match v {
+                        serde_json::Value::String(text) if key == "message" => out.push(text),
+                        _ => messages(v, out),
+                    }
+                }
+            }
+            serde_json::Value::Array(items) => items.iter().for_each(|v| messages(v, out)),
+            _ => {}
+        }
+    }
+    let Ok(value) = serde_json::from_str::<serde_json::Value>(line.trim()) else {
+        return line.trim().to_owned();
+    };
+    let mut found = Vec::new();
+    messages(&value, &mut found);
+    found
+        .iter()
+        .find(|m| markers.iter().any(|k| m.contains(k)))
+        .or(found.first())
+        .map_or_else(|| line.trim().to_owned(), |m| m.trim().to_owned())
 }
 
 /// `~/rest` under `HOME`, `$VAR/rest` under `VAR`, anything else as is; `None` when the variable
@@ -789,6 +836,17 @@ mod tests {
             reason.starts_with("agent runtime `codex` could not reach its model API")
                 && reason.contains("waiting for network"),
             "{reason}"
+        );
+        assert!(
+            !reason.contains("\"type\""),
+            "the runtime's words, not its raw event: {reason}"
+        );
+        let opencode = find("opencode").unwrap();
+        let event = r#"{"type":"error","error":{"name":"APIError","data":{"message":"Cannot connect to API: Unable to connect","isRetryable":true}}}"#;
+        assert_eq!(
+            opencode.network_failure(event).unwrap(),
+            "agent runtime `opencode` could not reach its model API (Cannot connect to API: Unable to connect): \
+             check the worker's network, proxy and the runtime's base URL"
         );
         assert!(
             codex

@@ -15,13 +15,12 @@ use clap::Args;
 use serde::Serialize;
 
 use crate::config::Config;
+use crate::control::model_api;
 use crate::exit::{CHECK_FAILED, CliResult, OK};
 use crate::output::print_json;
 
 /// How long one probe (a `--version`, a connection) may take before it counts as failed.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long a runtime's model API may take to accept a TCP connection (name lookup included).
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// Free space in the home below which a run can fail (blobs, queue, clones), bytes.
 const DISK_FAIL_BYTES: u64 = 100 << 20;
 /// Free space in the home below which doctor warns, bytes.
@@ -484,14 +483,8 @@ async fn runtime_check(profile: &skillforge_runner_agent::RuntimeProfile) -> Che
             "install the program it names",
         );
     }
-    let login_fix = || {
-        profile.login_hint.clone().unwrap_or_else(|| {
-            format!(
-                "log `{}` in, or set its credential variables in the worker's environment",
-                profile.program
-            )
-        })
-    };
+    // The runtime's one wording of how to give it credentials, as every other message says it.
+    let login_fix = || profile.credential_help();
     // Issue 35 item 1: the same preflight `eval forge` runs before any arm starts, so an `ok`
     // here is a runtime that command accepts.
     let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
@@ -502,19 +495,13 @@ async fn runtime_check(profile: &skillforge_runner_agent::RuntimeProfile) -> Che
     if let Err(e) =
         skillforge_evalloop::credentials::preflight(&profile.name, &env, &user_home, now_ms)
     {
-        // The preflight's message says what is missing and what to do: it is the fix, said once
-        // (with the login itself when it names only another way).
-        let said = e.to_string();
-        let fix = if said.contains("log in") {
-            said
-        } else {
-            format!("{said}; or log in with `{}`", profile.program)
-        };
+        // The preflight's message says what is missing and what to do (the runtime's one
+        // wording of its credentials): it is the fix, said once.
         return check(
             name,
             Status::Warn,
             format!("{version} installed, not logged in"),
-            fix,
+            e.to_string(),
         );
     }
     if let Some(reason) =
@@ -527,17 +514,10 @@ async fn runtime_check(profile: &skillforge_runner_agent::RuntimeProfile) -> Che
             login_fix(),
         );
     }
-    let Some(kind) = profile.proxy else {
-        return check(name, Status::Ok, version, "");
-    };
     let var = |k: &str| std::env::var(k).ok();
-    let upstreams = match skillforge_runner_agent::proxy::ProxyPlan::for_run(kind, &user_home, &var)
-    {
-        // OpenCode with no provider of the user's own uses its hosted one: probed too.
-        Ok(None) if kind == skillforge_runner_agent::profile::ProxyKind::OpencodeProvider => {
-            vec![OPENCODE_HOSTED_API.to_owned()]
-        }
-        Ok(plan) => plan.map(|p| p.upstreams).unwrap_or_default(),
+    let probe = match model_api::probe(profile, &user_home, &var).await {
+        Ok(Some(probe)) => probe,
+        Ok(None) => return check(name, Status::Ok, version, ""),
         Err(e) => {
             return check(
                 name,
@@ -547,22 +527,14 @@ async fn runtime_check(profile: &skillforge_runner_agent::RuntimeProfile) -> Che
             );
         }
     };
-    let probes = upstreams.iter().map(|url| async move {
-        connect_probe(url)
-            .await
-            .err()
-            .map(|e| format!("{url} ({e})"))
-    });
-    let unreachable: Vec<String> = futures::future::join_all(probes)
-        .await
-        .into_iter()
-        .flatten()
-        .collect();
-    if unreachable.is_empty() {
-        let apis = if upstreams.is_empty() {
+    if probe.unreachable.is_empty() {
+        let apis = if probe.upstreams.is_empty() {
             String::new()
         } else {
-            format!(", model API {} accepts connections", upstreams.join(", "))
+            format!(
+                ", model API {} accepts connections",
+                probe.upstreams.join(", ")
+            )
         };
         return check(name, Status::Ok, format!("{version}{apis}"), "");
     }
@@ -571,62 +543,10 @@ async fn runtime_check(profile: &skillforge_runner_agent::RuntimeProfile) -> Che
         Status::Warn,
         format!(
             "{version}; its model API does not accept a connection: {}",
-            unreachable.join("; ")
+            probe.unreachable.join("; ")
         ),
-        format!(
-            "start the model API or fix its base URL ({}), and check the network and proxy",
-            base_url_setting(kind)
-        ),
+        model_api::unreachable_fix(probe.setting),
     )
-}
-
-/// The model API OpenCode uses when no provider of the user's own is configured (the URL its
-/// own connection errors name).
-const OPENCODE_HOSTED_API: &str = "https://opencode.ai/zen/v1";
-
-/// Where a user sets the model API base URL of a runtime pointed at it by `kind`.
-fn base_url_setting(kind: skillforge_runner_agent::profile::ProxyKind) -> &'static str {
-    use skillforge_runner_agent::profile::ProxyKind;
-    match kind {
-        ProxyKind::AnthropicBaseUrl => "ANTHROPIC_BASE_URL",
-        ProxyKind::CodexProvider => {
-            "the provider's `base_url` in ~/.codex/config.toml, or OPENAI_BASE_URL"
-        }
-        ProxyKind::OpencodeProvider => {
-            "the provider's `options.baseURL` in ~/.config/opencode/opencode.json"
-        }
-    }
-}
-
-/// Opens (and drops) one TCP connection to `url`'s host and port (443 for https, else 80),
-/// within [`CONNECT_TIMEOUT`] including the name lookup; no request is sent.
-///
-/// # Errors
-/// A URL with no host, a name that does not resolve, a refused or timed-out connection.
-async fn connect_probe(url: &str) -> Result<(), String> {
-    let uri: hyper::Uri = url.parse().map_err(|e| format!("not a URL: {e}"))?;
-    let host = uri.host().ok_or("no host in the URL")?;
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    let port = uri
-        .port_u16()
-        .unwrap_or(if uri.scheme_str() == Some("https") {
-            443
-        } else {
-            80
-        });
-    match tokio::time::timeout(
-        CONNECT_TIMEOUT,
-        tokio::net::TcpStream::connect((host, port)),
-    )
-    .await
-    {
-        Err(_) => Err(format!(
-            "no connection within {} s",
-            CONNECT_TIMEOUT.as_secs()
-        )),
-        Ok(Err(e)) => Err(e.to_string()),
-        Ok(Ok(_)) => Ok(()),
-    }
 }
 
 /// The checker tools of each shipped language profile: a dimension is measurable when one of its

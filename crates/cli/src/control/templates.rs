@@ -231,10 +231,25 @@ pub async fn resolve_reference(
             parsed.template_id
         )));
     }
-    resolve(pool, &parsed).await?.ok_or_else(|| {
-        CliError::usage(anyhow!(
-            "no version of `{}` matches `{reference}`",
-            parsed.template_id
-        ))
-    })
+    if let Some(version) = resolve(pool, &parsed).await? {
+        return Ok(version);
+    }
+    // Every command resolving a reference says which versions there are to choose from.
+    let versions = skillforge_store::templates::list_versions(pool, &parsed.template_id).await?;
+    let known = if versions.is_empty() {
+        "it has no versions".to_owned()
+    } else {
+        format!(
+            "its versions: {}",
+            versions
+                .iter()
+                .map(|v| format!("{} ({})", v.id, v.state))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
+    Err(CliError::usage(anyhow!(
+        "no version of `{}` matches `{reference}`; {known}",
+        parsed.template_id
+    )))
 }

@@ -21,7 +21,7 @@
 //! | `tool-errors` | n | n `tool_error` lines in the transcript |
 //! | `usage` | `INPUT OUTPUT [COST_USD]` | a `usage` line in the transcript: tokens (and cost) the run reports, as a real CLI's transcript does |
 //! | `offer` | name | the harness also advertises this skill (an ambient install: offered, not on disk, not loaded) |
-//! | `prefer` | text | judge: pick the slot (`### A` / `### B` sections) whose text contains it |
+//! | `prefer` | text | judge: pick the slot (`### A` / `### B` sections) whose text contains it; a tie when both or neither do; no assessment (`"assessed": false`) when both slots hold the same text |
 //! | `judge-reply` | text | judge: the reply, verbatim (a judge task ignores `reply`, which the arms' task text carries) |
 //! | `effects` | `PATH LABEL` | appends `start LABEL PID` when the run starts and `end LABEL PID` when it ends to the file at the absolute PATH (a test's record of which runs overlapped) |
 //! | `wait-for` | path | waits, after `start` is written, until the absolute path exists (at most [`WAIT_FOR_BOUND`]; then exit 1) |
@@ -189,42 +189,80 @@ pub fn discover_skills(workdir: &Path) -> Vec<FoundSkill> {
     found
 }
 
-/// The slot (`"a"` or `"b"`) whose `### A` / `### B` section of `prompt` contains `needle`;
-/// `None` when both or neither do. Only a slot header starts a section: a `###` heading inside
-/// an answer (a Markdown answer's `### Fixed`) or inside a `~~~~` fence is the answer's text.
-pub fn preferred_slot(prompt: &str, needle: &str) -> Option<&'static str> {
-    let mut current: Option<&'static str> = None;
-    let (mut in_a, mut in_b) = (false, false);
+/// How a `prefer` needle reads the two slots of a judge prompt ([`judge_preference`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Preference {
+    /// Only this slot (`"a"` or `"b"`) contains the needle.
+    Slot(&'static str),
+    /// Both slots contain it, and their texts differ: a tie.
+    Both,
+    /// Neither slot contains it: a tie.
+    Neither,
+    /// Both slots hold the same text: there is nothing to prefer (an assessment is impossible).
+    SameText,
+}
+
+/// The text of each slot (`### A` / `### B` sections) of a judge prompt, `None` for a slot the
+/// prompt lacks. Only a slot header starts a section: a `###` heading inside an answer (a Markdown
+/// answer's `### Fixed`) or inside a `~~~~` fence is the answer's text. The last slot ends at an
+/// unfenced `Reply as …` line (the answer-format instruction the prompt closes with).
+pub fn slot_texts(prompt: &str) -> [Option<String>; 2] {
+    let mut current: Option<usize> = None;
+    let mut texts: [Option<String>; 2] = [None, None];
     let mut fenced = false;
     for line in prompt.lines() {
         if line.trim_start().starts_with("~~~~") {
             fenced = !fenced;
         }
         let head = line.trim().to_ascii_lowercase();
-        if !fenced && let Some(rest) = head.strip_prefix("###") {
-            match rest.trim().trim_start_matches("slot").trim() {
-                "a" => {
-                    current = Some("a");
+        if !fenced {
+            if let Some(rest) = head.strip_prefix("###") {
+                let slot = match rest.trim().trim_start_matches("slot").trim() {
+                    "a" => Some(0),
+                    "b" => Some(1),
+                    _ => None,
+                };
+                if let Some(idx) = slot {
+                    current = Some(idx);
+                    texts[idx] = Some(String::new());
                     continue;
                 }
-                "b" => {
-                    current = Some("b");
-                    continue;
-                }
-                _ => {}
+            }
+            if current == Some(1) && head.starts_with("reply as ") {
+                current = None;
             }
         }
-        if line.contains(needle) {
-            match current {
-                Some("a") => in_a = true,
-                Some("b") => in_b = true,
-                _ => {}
-            }
+        if let Some(idx) = current
+            && let Some(text) = texts[idx].as_mut()
+        {
+            text.push_str(line);
+            text.push('\n');
         }
     }
-    match (in_a, in_b) {
-        (true, false) => Some("a"),
-        (false, true) => Some("b"),
+    texts
+}
+
+/// How `needle` reads the slots of `prompt` ([`slot_texts`]): two slots of the same text are
+/// [`Preference::SameText`] whatever the needle.
+pub fn judge_preference(prompt: &str, needle: &str) -> Preference {
+    let [a, b] = slot_texts(prompt);
+    let (a, b) = (a.unwrap_or_default(), b.unwrap_or_default());
+    if a.trim() == b.trim() && !a.trim().is_empty() {
+        return Preference::SameText;
+    }
+    match (a.contains(needle), b.contains(needle)) {
+        (true, false) => Preference::Slot("a"),
+        (false, true) => Preference::Slot("b"),
+        (true, true) => Preference::Both,
+        (false, false) => Preference::Neither,
+    }
+}
+
+/// The slot (`"a"` or `"b"`) whose `### A` / `### B` section of `prompt` contains `needle`;
+/// `None` when both or neither do, or both hold the same text ([`judge_preference`]).
+pub fn preferred_slot(prompt: &str, needle: &str) -> Option<&'static str> {
+    match judge_preference(prompt, needle) {
+        Preference::Slot(slot) => Some(slot),
         _ => None,
     }
 }
@@ -274,6 +312,24 @@ mod tests {
             preferred_slot("### Slot A\nGOOD\n### Slot B\nGOOD", "GOOD"),
             None
         );
+        for (prompt, expected) in [
+            ("### A\nGOOD one\n### B\nGOOD two\n", Preference::Both),
+            ("### A\none\n### B\ntwo\n", Preference::Neither),
+            (
+                "### A\nsame GOOD\n### B\nsame GOOD\nReply as one JSON object only\n",
+                Preference::SameText,
+            ),
+            (
+                "### A\n~~~~\nsame\n~~~~\n### B\n~~~~\nsame\n~~~~\n\nReply as JSON\n",
+                Preference::SameText,
+            ),
+            (
+                "### A\nGOOD\n### B\nbad\nReply as GOOD\n",
+                Preference::Slot("a"),
+            ),
+        ] {
+            assert_eq!(judge_preference(prompt, "GOOD"), expected, "{prompt:?}");
+        }
     }
 
     #[test]

@@ -39,7 +39,10 @@ use std::path::Path;
 
 use sha2::{Digest, Sha256};
 
-pub use directive::{Directives, SAMPLE_ENV, SKILL_ROOTS, discover_skills, preferred_slot};
+pub use directive::{
+    Directives, Preference, SAMPLE_ENV, SKILL_ROOTS, discover_skills, judge_preference,
+    preferred_slot, slot_texts,
+};
 pub use program::{SCRIPTED_DELAY_ENV, SCRIPTED_SUBCOMMAND, scripted_main};
 
 use crate::AgentError;
@@ -170,6 +173,38 @@ fn name_list(text: &str) -> Vec<String> {
 /// scripted judge's digest pick, with no `prefer` directive).
 pub const ASSESSED_KEY: &str = "assessed";
 
+/// The scripted judge's verdict under a `scripted: prefer NEEDLE` line (a JSON object): the slot
+/// only one of whose texts contains the needle, else a tie saying both or neither do; two slots of
+/// the same text are no assessment (`"assessed": false`, the reasoning says why and what gives an
+/// arm its own answer).
+pub fn prefer_verdict(prompt: &str, needle: &str) -> String {
+    let (verdict, reasoning) = match judge_preference(prompt, needle) {
+        Preference::Slot(slot) => (
+            slot,
+            format!("scripted judge: preferred the slot containing `{needle}`"),
+        ),
+        Preference::Both => (
+            "tie",
+            format!("scripted judge: both contain `{needle}`: tie"),
+        ),
+        Preference::Neither => (
+            "tie",
+            format!("scripted judge: neither contains `{needle}`: tie"),
+        ),
+        Preference::SameText => {
+            return serde_json::json!({
+                "verdict": "tie",
+                "reasoning": "scripted judge: both answers are the same text, nothing to prefer; a scripted \
+                    arm gives a stand-in answer unless a `scripted: reply TEXT` line in the skill's SKILL.md \
+                    or in the prompt gives it one (or judge with a model runtime)",
+                ASSESSED_KEY: false,
+            })
+            .to_string();
+        }
+    };
+    serde_json::json!({ "verdict": verdict, "reasoning": reasoning }).to_string()
+}
+
 /// The scripted agent's final message for `prompt` under `task`: deterministic in the prompt's
 /// bytes (see module docs for the shapes). Pure; never fails.
 pub fn run_scripted(prompt: &str, task: ScriptedTask) -> String {
@@ -196,7 +231,8 @@ pub fn run_scripted(prompt: &str, task: ScriptedTask) -> String {
             let verdict = ["a", "b", "tie"][usize::from(digest[1]) % 3];
             let reasoning = format!(
                 "scripted judge {tag}: read {} input lines and picked `{verdict}` from the prompt \
-                 digest; it does not assess quality (a `scripted: prefer TEXT` line decides by content)",
+                 digest; it does not assess quality: give the rubric a `scripted: prefer TEXT` line \
+                 (it decides by content), or judge with a model runtime",
                 input_lines.len()
             );
             // `assessed: false`: consumers that must not count a placeholder pick as evidence
@@ -641,11 +677,10 @@ pub fn scripted_run(
     // scripted for the eval loop's arms still generates options when a train session uses it.
     let scripted_reply = match parsed.task {
         ScriptedTask::Judge => directives.judge_reply.clone().or_else(|| {
-            directives.prefer.as_ref().map(|needle| {
-                let verdict = preferred_slot(prompt, needle).unwrap_or("tie");
-                serde_json::json!({ "verdict": verdict, "reasoning": format!("scripted judge: preferred the slot containing `{needle}`") })
-                    .to_string()
-            })
+            directives
+                .prefer
+                .as_ref()
+                .map(|needle| prefer_verdict(prompt, needle))
         }),
         ScriptedTask::GenerateOptions { .. } => directives.options_reply.clone(),
         ScriptedTask::Answer | ScriptedTask::DraftBrief => directives.reply.clone(),
@@ -963,6 +998,35 @@ mod tests {
         );
         let verdict = final_text("task: judge\nscripted: reply SHORT\n### A\nx\n### B\ny");
         assert!(!verdict.contains("SHORT"), "{verdict}");
+    }
+
+    #[test]
+    fn judge_on_two_same_answers_assesses_nothing_and_says_why() {
+        let same = prefer_verdict(
+            "task: judge\n### A\n~~~~\nscripted answer 1f: x #42\n~~~~\n### B\n~~~~\nscripted answer 1f: x #42\n~~~~\nReply as one JSON object only\n",
+            "#42",
+        );
+        let v: serde_json::Value = serde_json::from_str(&same).unwrap();
+        assert_eq!(v[ASSESSED_KEY], false, "{v}");
+        let why = v["reasoning"].as_str().unwrap();
+        assert!(
+            why.contains("same text") && why.contains("scripted: reply"),
+            "{why}"
+        );
+        let both: serde_json::Value = serde_json::from_str(&prefer_verdict(
+            "### A\nfix #42 now\n### B\n#42 fixed\n",
+            "#42",
+        ))
+        .unwrap();
+        assert_eq!(both["verdict"], "tie");
+        assert!(
+            both["reasoning"]
+                .as_str()
+                .unwrap()
+                .contains("both contain `#42`: tie"),
+            "{both}"
+        );
+        assert!(both.get(ASSESSED_KEY).is_none());
     }
 
     #[test]

@@ -13,6 +13,7 @@ use skillforge_evalloop::forge::{DEFAULT_SAMPLES, ForgeEnv, ForgeError, ForgeReq
 use skillforge_evalloop::gate::Decision;
 use skillforge_evalloop::install::InstallTarget;
 use skillforge_evalloop::layout::eval_root;
+use skillforge_evalloop::ledger::Versions;
 use skillforge_evalloop::stages::EvalStages;
 
 use crate::ci_output::{self, Case, CiArgs, CiRun, Finished, Outcome, Suite};
@@ -23,6 +24,11 @@ use crate::output::print_json;
 
 /// Arguments of `eval forge`.
 #[derive(Debug, Args)]
+#[command(group(
+    clap::ArgGroup::new("candidate")
+        .required(true)
+        .args(["skill_dir", "skill_version"])
+))]
 pub struct ForgeArgs {
     /// The brief (JSON: id, prompt, setup, verify, rubric, output).
     #[arg(
@@ -42,7 +48,6 @@ pub struct ForgeArgs {
     #[arg(
         long = "skill-dir",
         value_name = "DIR",
-        required_unless_present = "skill_version",
         conflicts_with = "skill_version"
     )]
     skill_dir: Option<PathBuf>,
@@ -157,12 +162,13 @@ fn arm_runner(args: &ForgeArgs) -> Result<ArmRunner, CliError> {
 
 /// Writes the SKILL.md of the installed version `reference` to
 /// `<home>/eval/versions/<ID@vN>/<name>/SKILL.md` (its frontmatter `name`, else the template id:
-/// Agent Skills wants the directory named as the skill) and returns that directory. The file is
+/// Agent Skills wants the directory named as the skill) and returns that directory and the
+/// version's id (`ID@vN`). The file is
 /// written once per version (atomically) and left as it is when it already holds the content.
 ///
 /// # Errors
 /// Exit 2 for a reference that does not resolve; exit 3 when the file cannot be written.
-async fn version_dir(ctx: &Context, reference: &str) -> Result<PathBuf, CliError> {
+async fn version_dir(ctx: &Context, reference: &str) -> Result<(PathBuf, String), CliError> {
     let store = ctx.store().await?;
     let version = crate::control::templates::resolve_reference(store.pool(), reference).await?;
     let name = skillforge_contract::frontmatter_name(&version.content)
@@ -184,7 +190,7 @@ async fn version_dir(ctx: &Context, reference: &str) -> Result<PathBuf, CliError
             file.display()
         );
     }
-    Ok(dir)
+    Ok((dir, version.id))
 }
 
 /// How to install an adoption kept in the home only: `eval deploy` for the arms' runtime when it
@@ -278,6 +284,12 @@ async fn forge(ctx: &Context, mut args: ForgeArgs) -> Result<Finished, CliError>
                 ))
             })?;
         }
+        // The model APIs, as `doctor` checks them: an unreachable one stops the forge at once
+        // (exit 3) rather than each arm after the runtime's own retries.
+        let judge = args.judge_runtime.as_deref().unwrap_or(&runtime);
+        crate::control::model_api::check_reachable(&[&runtime, judge])
+            .await
+            .map_err(|e| CliError::env(anyhow!(e)))?;
     }
     let mut signature = None;
     let brief = match (brief, &args.theme) {
@@ -360,20 +372,31 @@ async fn forge(ctx: &Context, mut args: ForgeArgs) -> Result<Finished, CliError>
     {
         eprintln!("• {why}: its verdict will not be applied (`[skillopt] judge_kappa_floor`)");
     }
-    let skill_dir = match (args.skill_dir, &args.skill_version) {
-        (Some(dir), _) => absolute(dir),
-        (None, Some(reference)) => version_dir(ctx, reference).await?,
+    let (skill_dir, candidate_version) = match (args.skill_dir, &args.skill_version) {
+        (Some(dir), _) => (absolute(dir), None),
+        (None, Some(reference)) => {
+            let (dir, id) = version_dir(ctx, reference).await?;
+            (dir, Some(id))
+        }
         (None, None) => {
             return Err(CliError::usage(anyhow!(
                 "give --skill-dir DIR or --skill-version ID@vN"
             )));
         }
     };
-    let rival = match (args.rival, &args.rival_version) {
-        (Some(dir), _) => Some(absolute(dir)),
-        (None, Some(reference)) => Some(version_dir(ctx, reference).await?),
-        (None, None) => None,
+    let (rival, rival_version) = match (args.rival, &args.rival_version) {
+        (Some(dir), _) => (Some(absolute(dir)), None),
+        (None, Some(reference)) => {
+            let (dir, id) = version_dir(ctx, reference).await?;
+            (Some(dir), Some(id))
+        }
+        (None, None) => (None, None),
     };
+    // A forge of versions names them (the candidate's, and the rival's when it is one).
+    let versions = candidate_version.map(|candidate| Versions {
+        candidate,
+        rival: rival_version,
+    });
     let req = ForgeRequest {
         judge_unmeasured,
         brief,
@@ -395,6 +418,7 @@ async fn forge(ctx: &Context, mut args: ForgeArgs) -> Result<Finished, CliError>
         },
         pace: args.pace.then(skillforge_contract::pace::Pace::default),
         signature,
+        versions,
     };
     let store = ctx.store().await?;
     let queue = ctx.queue().await?;
@@ -455,7 +479,10 @@ async fn forge(ctx: &Context, mut args: ForgeArgs) -> Result<Finished, CliError>
             } else {
                 String::new()
             };
-            println!("ledger: {} {}{when}", row.decision, row.skill);
+            match &row.versions {
+                Some(v) => println!("ledger: {} {}{when}", row.decision, v.words()),
+                None => println!("ledger: {} {}{when}", row.decision, row.skill),
+            }
             if let Some(judge) = &row.judge {
                 println!("decided by the judge {}", judge.words());
             }

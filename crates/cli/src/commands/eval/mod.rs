@@ -29,6 +29,32 @@ fn untagged<'a>(reason: &'a str, forge_id: &str) -> &'a str {
         .map_or(reason, str::trim_end)
 }
 
+/// The arms' names for human output: `with` and `without`, each with the template version it
+/// ran when the forge is of versions (`with (tldr@v2)`, `without (tldr@v1)`).
+fn side_names(state: &skillforge_evalloop::forge::ForgeState) -> [String; 2] {
+    let named = |side: &str, version: Option<&str>| match version {
+        Some(v) => format!("{side} ({v})"),
+        None => side.to_owned(),
+    };
+    let versions = state.versions.as_ref();
+    [
+        named("with", versions.map(|v| v.candidate.as_str())),
+        named("without", versions.and_then(|v| v.rival.as_deref())),
+    ]
+}
+
+/// The skill a forge evaluated, for human output: `` `tldr` ``, or the versions it compared
+/// (`` `tldr@v2` against `tldr@v1` ``).
+fn forged_words(state: &skillforge_evalloop::forge::ForgeState) -> String {
+    match &state.versions {
+        Some(v) => match &v.rival {
+            Some(r) => format!("`{}` against `{r}`", v.candidate),
+            None => format!("`{}`", v.candidate),
+        },
+        None => format!("`{}`", state.skill),
+    }
+}
+
 fn no_forge(home: &std::path::Path, brief: &str) -> CliError {
     let runs = skillforge_evalloop::layout::eval_root(home).join("runs");
     let mut ids: Vec<String> = std::fs::read_dir(&runs)

@@ -150,7 +150,7 @@ pub fn run(ctx: &Context, args: ReportArgs) -> CliResult {
                 serde_json::json!({
                     "sample": s.n,
                     "verdict": s.verdict,
-                    "arms": s.arms.iter().enumerate().map(|(idx, a)| serde_json::json!({"arm": arm_label(s, idx), "run": a.record, "verify": a.verify, "final_message": a.final_message})).collect::<Vec<_>>(),
+                    "arms": s.arms.iter().enumerate().map(|(idx, a)| serde_json::json!({"arm": side_label(s, idx), "version": s.verdict.as_ref().and(version_of(&state, idx)), "run": a.record, "verify": a.verify, "final_message": a.final_message})).collect::<Vec<_>>(),
                     "spend": spend.samples.iter().find(|x| x.sample == s.n),
                 })
             })
@@ -178,9 +178,12 @@ pub fn run(ctx: &Context, args: ReportArgs) -> CliResult {
         }
         None => {
             println!(
-                "brief `{}` · skill `{}` · forge {}",
-                state.brief_id, state.skill, state.forge_id
+                "brief `{}` · skill {} · forge {}",
+                state.brief_id,
+                super::forged_words(&state),
+                state.forge_id
             );
+            let [with, without] = super::side_names(&state);
             for s in &samples {
                 match s
                     .verdict
@@ -189,14 +192,14 @@ pub fn run(ctx: &Context, args: ReportArgs) -> CliResult {
                 {
                     Some((code, v)) => println!("sample {}: {}", s.n, code.line(&v.reason)),
                     None => {
-                        let (label, reason) = verdict_text(s.verdict.as_ref());
+                        let (label, reason) = verdict_text(s.verdict.as_ref(), &state);
                         println!("sample {}: {label} — {reason}", s.n);
                     }
                 }
                 for (idx, a) in s.arms.iter().enumerate() {
                     println!(
                         "  [{}] {} ({}; {})",
-                        arm_label(s, idx),
+                        arm_label(s, idx, &state),
                         a.final_message.lines().next().unwrap_or_default(),
                         verify_text(a),
                         arm_spend(a)
@@ -205,7 +208,7 @@ pub fn run(ctx: &Context, args: ReportArgs) -> CliResult {
             }
             if let Some(a) = &agg {
                 println!(
-                    "aggregate: {} valid of {}: with {} / without {} / tie {}",
+                    "aggregate: {} valid of {}: {with} {} / {without} {} / tie {}",
                     a.n_valid, a.n_samples, a.wins_with, a.wins_without, a.ties
                 );
             }
@@ -246,15 +249,34 @@ fn arm_spend(a: &ArmView) -> String {
     spend.human()
 }
 
-/// An arm's label: its side once the sample has a verdict, otherwise only its slot-free index.
-fn arm_label(s: &SampleView, idx: usize) -> String {
+/// An arm's label: its side (with the version it ran, for a forge of versions) once the sample
+/// has a verdict, otherwise only its slot-free index.
+fn arm_label(s: &SampleView, idx: usize, state: &ForgeState) -> String {
+    match &s.verdict {
+        Some(_) => super::side_names(state)[idx].clone(),
+        None => format!("arm {}", idx + 1),
+    }
+}
+
+/// An arm's side (`with`, `without`) once the sample has a verdict, else `arm N` (`--json`).
+fn side_label(s: &SampleView, idx: usize) -> String {
     match &s.verdict {
         Some(_) => ["with", "without"][idx].to_owned(),
         None => format!("arm {}", idx + 1),
     }
 }
 
-fn verdict_text(v: Option<&SampleVerdict>) -> (String, String) {
+/// The template version arm `idx` (0 with, 1 without) ran, for a forge of versions.
+fn version_of(state: &ForgeState, idx: usize) -> Option<&str> {
+    let versions = state.versions.as_ref()?;
+    match idx {
+        0 => Some(versions.candidate.as_str()),
+        _ => versions.rival.as_deref(),
+    }
+}
+
+fn verdict_text(v: Option<&SampleVerdict>, state: &ForgeState) -> (String, String) {
+    let [with, without] = super::side_names(state);
     match v {
         None => ("pending".to_owned(), "not judged yet".to_owned()),
         Some(v) => match (v.invalid_code, v.winner) {
@@ -262,10 +284,14 @@ fn verdict_text(v: Option<&SampleVerdict>) -> (String, String) {
             (None, Some(w)) => (
                 format!(
                     "winner: {}",
-                    serde_json::to_value(w)
-                        .ok()
-                        .and_then(|x| x.as_str().map(str::to_owned))
-                        .unwrap_or_default()
+                    match w {
+                        skillforge_evalloop::sample::Winner::With => with,
+                        skillforge_evalloop::sample::Winner::Without => without,
+                        other => serde_json::to_value(other)
+                            .ok()
+                            .and_then(|x| x.as_str().map(str::to_owned))
+                            .unwrap_or_default(),
+                    }
                 ),
                 v.reason.clone(),
             ),
@@ -284,7 +310,7 @@ fn html(
 ) -> String {
     let mut body = String::new();
     for s in samples {
-        let (label, reason) = verdict_text(s.verdict.as_ref());
+        let (label, reason) = verdict_text(s.verdict.as_ref(), state);
         let class = match s.verdict.as_ref().map(|v| v.valid) {
             Some(true) => "verdict",
             Some(false) => "verdict invalid",
@@ -321,17 +347,18 @@ fn html(
             let _ = write!(
                 body,
                 "<article class=\"arm\"><h3>{}</h3><p class=\"meta\">{}</p><pre>{}</pre></article>",
-                esc(&arm_label(s, idx)),
+                esc(&arm_label(s, idx, state)),
                 esc(&meta),
                 esc(&a.final_message)
             );
         }
         body.push_str("</div></section>");
     }
+    let [with, without] = super::side_names(state);
     let agg_line = agg
         .map(|a| {
             format!(
-                "{} valid of {} samples: with {} / without {} / tie {}",
+                "{} valid of {} samples: {with} {} / {without} {} / tie {}",
                 a.n_valid, a.n_samples, a.wins_with, a.wins_without, a.ties
             )
         })
@@ -345,7 +372,7 @@ pre{{white-space:pre-wrap;font:13px/1.4 ui-monospace,monospace}}.meta,.reason{{c
 <h1>Eval report · brief <code>{brief}</code> · skill <code>{skill}</code></h1>{body}\
 <p>Aggregate: {agg}</p><ul class=\"stats\">{stats}</ul><p class=\"spend\">Spend: {spend}</p><p class=\"gate\">Gate: {gate}</p></body></html>\n",
         brief = esc(&state.brief_id),
-        skill = esc(&state.skill),
+        skill = esc(&super::forged_words(state)).replace('`', ""),
         agg = esc(&agg_line),
         gate = esc(super::untagged(gate_line, &state.forge_id)),
         spend = esc(&spend.human()),

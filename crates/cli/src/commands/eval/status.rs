@@ -98,9 +98,13 @@ pub async fn run(ctx: &Context, args: StatusArgs) -> CliResult {
         return Ok(OK);
     }
     println!(
-        "forge {} of `{}` with `{}`: {}",
-        state.forge_id, state.brief_id, state.skill, state.status
+        "forge {} of `{}` with {}: {}",
+        state.forge_id,
+        state.brief_id,
+        super::forged_words(&state),
+        state.status
     );
+    let [with, without] = super::side_names(&state);
     if let Some(arms) = &state.arms {
         println!("  arms: {}", arms.words());
     }
@@ -118,7 +122,14 @@ pub async fn run(ctx: &Context, args: StatusArgs) -> CliResult {
                 .unwrap_or_default(),
             s["winner"]
                 .as_str()
-                .map(|w| format!(" · winner {w}"))
+                .map(|w| format!(
+                    " · winner {}",
+                    match w {
+                        "with" => &with,
+                        "without" => &without,
+                        other => other,
+                    }
+                ))
                 .unwrap_or_default()
         );
         let verified = |side: &str| match s[side]["verify"]["passed"].as_bool() {
@@ -128,7 +139,7 @@ pub async fn run(ctx: &Context, args: StatusArgs) -> CliResult {
         };
         if s["with"].is_object() || s["without"].is_object() {
             println!(
-                "    verify: with {} · without {}",
+                "    verify: {with} {} · {without} {}",
                 verified("with"),
                 verified("without")
             );
@@ -137,7 +148,7 @@ pub async fn run(ctx: &Context, args: StatusArgs) -> CliResult {
     println!("  spend: {}", spend.total.human());
     if let Some(a) = agg {
         println!(
-            "  aggregate: {} valid of {} (with {} / without {} / tie {})",
+            "  aggregate: {} valid of {} ({with} {} / {without} {} / tie {})",
             a.n_valid, a.n_samples, a.wins_with, a.wins_without, a.ties
         );
     }
@@ -193,7 +204,7 @@ fn list(ctx: &Context) -> CliResult {
             .iter()
             .find(|r| r.reason.ends_with(&tag))
             .map(|r| r.decision.to_string());
-        rows.push(json!({
+        let mut row = json!({
             "brief": state.brief_id,
             "skill": state.skill,
             "status": state.status,
@@ -201,7 +212,12 @@ fn list(ctx: &Context) -> CliResult {
             "judged": judged,
             "decision": decision,
             "judge": state.judge,
-        }));
+        });
+        // A forge of versions: the versions it compared.
+        if let Some(versions) = &state.versions {
+            row["versions"] = json!(versions);
+        }
+        rows.push(row);
     }
     if ctx.json {
         print_json(&rows);
@@ -217,9 +233,16 @@ fn list(ctx: &Context) -> CliResult {
         .iter()
         .map(|r| {
             let text = |k: &str| r[k].as_str().unwrap_or("").to_owned();
+            let skill = match r["versions"]["candidate"].as_str() {
+                Some(candidate) => match r["versions"]["rival"].as_str() {
+                    Some(rival) => format!("{candidate} vs {rival}"),
+                    None => candidate.to_owned(),
+                },
+                None => text("skill"),
+            };
             vec![
                 text("brief"),
-                text("skill"),
+                skill,
                 text("status"),
                 format!("{}/{}", r["judged"], r["samples"]),
                 r["decision"].as_str().unwrap_or("none yet").to_owned(),
