@@ -1130,6 +1130,48 @@ fn forge_mode_corrections_runs_on_the_scripted_runtime_with_plain_corrections() 
 // What `eval forge` refuses before anything runs names the flag or file to fix: a mistyped
 // runtime names `--runtime`; a SKILL.md given for the skill dir names the dir; a skill whose
 // name differs from its directory is refused as `template add` refuses it.
+// A dry run spends nothing but says what would stop the real forge (a new user's `--dry-run` on a
+// logged-out Claude Code exited 0 without a word): the credential the runtime lacks, as the
+// real run's check words it.
+#[test]
+fn a_dry_run_warns_of_a_runtime_without_credentials() {
+    let s = Setup::new();
+    let skill = s.skill("tldr", GOOD_SKILL);
+    let brief = s.brief(BRIEF_ID, "", "", VERIFY_SHORT);
+    let user = s.path("user-home");
+    std::fs::create_dir_all(&user).unwrap();
+    let user = user.display().to_string();
+    let claude_dir = format!("{user}/.claude");
+    let out = s
+        .home
+        .cmd()
+        .env("HOME", &user)
+        .env("CLAUDE_CONFIG_DIR", &claude_dir)
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("ANTHROPIC_AUTH_TOKEN")
+        .env_remove("CLAUDE_CODE_OAUTH_TOKEN")
+        .args([
+            "eval",
+            "forge",
+            "--runtime",
+            "claude",
+            "--dry-run",
+            "--brief",
+        ])
+        .arg(&brief)
+        .arg("--skill-dir")
+        .arg(&skill)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("warning: the forge would stop before any arm: runtime `claude`")
+            && stderr.contains("CLAUDE_CODE_OAUTH_TOKEN"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn forge_input_errors_name_what_to_fix() {
     let s = Setup::new();

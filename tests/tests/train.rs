@@ -864,6 +864,40 @@ fn sigkill_during_the_optimizer(home: Home, fleet: Option<&RedisServer>, serve_p
     }
 }
 
+// Issue 35 item 7 (a new user's finding): `train start --runtime claude` on a machine where Claude
+// Code has no credential records the session (a worker elsewhere may have one) and says at once
+// that option generation cannot run here, and what to do, instead of failing later at `continue`.
+#[test]
+fn train_start_on_a_runtime_without_credentials_warns_at_once() {
+    let home = Home::embedded();
+    add_template(&home, PLANNER_TEMPLATE, "owner/repo");
+    let items = write(&home.path().join("in/items.yml"), ITEMS);
+    let user = home.path().join("user-home");
+    std::fs::create_dir_all(&user).unwrap();
+    let out = home
+        .cmd()
+        .env("HOME", &user)
+        .env("CLAUDE_CONFIG_DIR", user.join(".claude"))
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("ANTHROPIC_AUTH_TOKEN")
+        .env_remove("CLAUDE_CODE_OAUTH_TOKEN")
+        .args(skillforge_tests::train::start_args(
+            &items,
+            &["--workspace-repo", "owner/workspace", "--runtime", "claude"],
+        ))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("warning: option generation cannot run on this machine: runtime `claude`")
+            && stderr.contains("CLAUDE_CODE_OAUTH_TOKEN")
+            && stderr.contains("--runtime scripted"),
+        "{stderr}"
+    );
+    assert_eq!(status(&home)["status_phase"], "items_ready");
+}
+
 /// Option generation with `--runtime claude` when Claude Code is installed but not logged in (the
 /// real CLI, installed by scripts/test): the stage fails once (no retries), `train continue` exits
 /// 3 naming the runtime, the agent's message and the login, and `train status` shows

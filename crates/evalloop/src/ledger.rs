@@ -257,7 +257,12 @@ pub fn judged_by_stand_in(row: &LedgerRow) -> bool {
 /// Open entries: per skill, its latest row when that row is an adopt or probation install.
 pub fn open_entries(rows: &[LedgerRow]) -> Vec<&LedgerRow> {
     let mut latest: Vec<&LedgerRow> = Vec::new();
-    for row in rows {
+    // A version that did not beat its predecessor (a forge of versions that rejected) leaves
+    // what is installed as it was: it neither opens nor closes an entry.
+    for row in rows
+        .iter()
+        .filter(|r| !(r.decision == "reject" && r.versions.is_some()))
+    {
         match latest.iter_mut().find(|r| r.skill == row.skill) {
             Some(slot) => *slot = row,
             None => latest.push(row),
@@ -322,6 +327,25 @@ pub(crate) mod tests {
                 .to_string()
                 .contains("line 1")
         );
+    }
+
+    // A version that lost to its predecessor does not close the predecessor's adoption: the
+    // recheck keeps measuring what is installed.
+    #[test]
+    fn a_version_that_lost_to_its_predecessor_leaves_the_adoption_open() {
+        let now = Utc::now();
+        let mut lost = row("a", "reject", now);
+        lost.versions = Some(Versions {
+            candidate: "a@v2".into(),
+            rival: Some("a@v1".into()),
+        });
+        let rows = vec![row("a", "adopt", now), lost];
+        let open = open_entries(&rows);
+        assert_eq!(open.len(), 1, "{open:?}");
+        assert_eq!(open[0].decision, "adopt");
+        // A plain reject of the skill still closes it.
+        let rows = vec![row("a", "adopt", now), row("a", "reject", now)];
+        assert!(open_entries(&rows).is_empty());
     }
 
     // E-17: the same content that lost is never evaluated again; an edited skill is a new

@@ -290,10 +290,18 @@ async fn run_start(ctx: &Context, env: &TrainEnv<'_>, args: StartArgs) -> CliRes
         judge_runtime: args.judge_runtime,
         config,
     });
-    finish(
-        ctx,
-        start_with_evaluator(env, &req, evaluator.as_ref()).await,
-    )
+    let runtime = req.runtime.clone();
+    let report = start_with_evaluator(env, &req, evaluator.as_ref()).await;
+    if report.is_ok() {
+        // Said (on stderr, also with --json), not refused: option generation may run on another machine's worker.
+        for problem in crate::control::model_api::readiness_problems(&[runtime.as_str()]).await {
+            eprintln!(
+                "warning: option generation cannot run on this machine: {problem}; fix it here, or \
+                 run `train continue` where a worker has what it needs (`--runtime scripted` needs no model)"
+            );
+        }
+    }
+    finish(ctx, report)
 }
 
 /// Prints a step report (or the error) and returns the exit code.

@@ -169,3 +169,33 @@ pub async fn check_reachable(runtimes: &[&str]) -> Result<(), String> {
     }
     Ok(())
 }
+
+/// What stands between `runtimes` and a run on this machine, each in one line: a credential the
+/// runtime would refuse ([`skillforge_evalloop::credentials::preflight`], as `eval forge` checks
+/// it) and a model API that does not accept a connection ([`check_reachable`]); empty when
+/// nothing does. For commands that warn rather than stop (a dry run; `train start`, whose jobs
+/// may run on another machine's worker).
+pub async fn readiness_problems(runtimes: &[&str]) -> Vec<String> {
+    let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
+    let user_home = std::env::var_os("HOME")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_default();
+    let now_ms = chrono::Utc::now().timestamp_millis();
+    let mut problems = Vec::new();
+    let mut seen: Vec<&str> = Vec::new();
+    for runtime in runtimes {
+        if seen.contains(runtime) {
+            continue;
+        }
+        seen.push(runtime);
+        if let Err(e) =
+            skillforge_evalloop::credentials::preflight(runtime, &env, &user_home, now_ms)
+        {
+            problems.push(format!("runtime `{runtime}`: {e}"));
+        }
+    }
+    if let Err(e) = check_reachable(runtimes).await {
+        problems.push(e.replace("; no arm started", ""));
+    }
+    problems
+}

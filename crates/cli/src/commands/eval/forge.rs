@@ -290,6 +290,12 @@ async fn forge(ctx: &Context, mut args: ForgeArgs) -> Result<Finished, CliError>
         crate::control::model_api::check_reachable(&[&runtime, judge])
             .await
             .map_err(|e| CliError::env(anyhow!(e)))?;
+    } else {
+        // A dry run spends nothing but says what would stop the real one.
+        let judge = args.judge_runtime.as_deref().unwrap_or(&runtime);
+        for problem in crate::control::model_api::readiness_problems(&[&runtime, judge]).await {
+            eprintln!("warning: the forge would stop before any arm: {problem}");
+        }
     }
     let mut signature = None;
     let brief = match (brief, &args.theme) {
