@@ -1125,6 +1125,38 @@ fn forge_mode_corrections_runs_on_the_scripted_runtime_with_plain_corrections() 
         said.contains("scripted: prefer TEXT") && said.contains("judge with a model runtime"),
         "says what to do about the scripted judge: {report:#}"
     );
+    // In words, the undecided forge says where the drafted brief is and how to forge it after
+    // editing it: another `--theme` forge would draft it anew over the edit.
+    let drafted = s.home.path().join("eval/briefs/kg-status-replies.json");
+    let out = s
+        .home
+        .cmd()
+        .args([
+            "eval",
+            "forge",
+            "--runtime",
+            "scripted",
+            "--fresh",
+            "--mode",
+            "corrections",
+        ])
+        .arg("--theme")
+        .arg(&theme)
+        .arg("--skill-dir")
+        .arg(&skill)
+        .arg("--install-root")
+        .arg(s.path("agents-skills"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(&format!(
+            "the brief was drafted to {}: edit it there",
+            drafted.display()
+        )) && stdout.contains(&format!("`--brief {} --fresh`", drafted.display())),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 // What `eval forge` refuses before anything runs names the flag or file to fix: a mistyped
@@ -2055,5 +2087,25 @@ fn e07_two_same_stand_in_answers_are_no_verdict_and_the_reason_says_what_to_do()
         report["samples"].as_array().map(Vec::len),
         Some(3),
         "{report:#}"
+    );
+}
+
+// A brief forged under other settings is refused naming each value that differs, was and now
+// (a new user re-forging without the rival of the earlier forge could not tell what differed).
+#[test]
+fn a_reforge_under_other_settings_names_each_difference() {
+    let s = Setup::new();
+    let skill = s.skill("tldr", GOOD_SKILL);
+    let rival = s.skill("rival", "scripted: reply LONG rival");
+    let brief = s.brief(BRIEF_ID, "", "", VERIFY_SHORT);
+    let (code, report, stderr) = s.forge(&brief, &skill, &["--rival", rival.to_str().unwrap()]);
+    assert!(code == 0 || code == 1, "{stderr}\n{report:#}");
+    let (code, _, stderr) = s.forge(&brief, &skill, &["--samples", "5"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("under other settings (samples: was 3, now 5; rival: was `")
+            && stderr.contains(&format!("{}`, now none)", rival.display()))
+            && stderr.contains("--fresh"),
+        "{stderr}"
     );
 }

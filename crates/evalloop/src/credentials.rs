@@ -47,6 +47,17 @@ pub enum CredentialError {
         #[source]
         source: std::io::Error,
     },
+    /// No Codex login, while a key is set that the forge does not use unless asked to.
+    #[error("no Codex login: `{}` is unreadable ({source}); {key} is set but not used in place of a login: set CODEX_FORCE_AUTH_JSON=0 to use it, or run `codex login`", path.display())]
+    CodexKeyNotChosen {
+        /// `$CODEX_HOME/auth.json`.
+        path: PathBuf,
+        /// The variable that holds a key (`OPENAI_API_KEY` or `CODEX_API_KEY`).
+        key: &'static str,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
     /// A credentials file is over the parser limits.
     #[error("`{}` {source}", path.display())]
     Limits {
@@ -143,11 +154,20 @@ pub fn preflight(
                 .filter(|v| !v.trim().is_empty())
                 .map_or_else(|| home.join(".codex"), std::path::PathBuf::from);
             let path = codex_home.join("auth.json");
-            let text =
-                std::fs::read_to_string(&path).map_err(|source| CredentialError::NoCodexLogin {
+            let key = ["OPENAI_API_KEY", "CODEX_API_KEY"]
+                .into_iter()
+                .find(|k| set(k));
+            let text = std::fs::read_to_string(&path).map_err(|source| match key {
+                Some(key) => CredentialError::CodexKeyNotChosen {
+                    path: path.clone(),
+                    key,
+                    source,
+                },
+                None => CredentialError::NoCodexLogin {
                     path: path.clone(),
                     source,
-                })?;
+                },
+            })?;
             parse_json(&path, &text).map(|_| ())
         }
         _ => Ok(()),
@@ -206,7 +226,10 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            e.contains("auth.json") && e.contains("CODEX_FORCE_AUTH_JSON=0"),
+            e.contains("auth.json")
+                && e.contains("OPENAI_API_KEY is set but not used in place of a login")
+                && e.contains("CODEX_FORCE_AUTH_JSON=0")
+                && e.contains("codex login"),
             "{e}"
         );
         assert!(

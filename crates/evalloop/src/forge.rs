@@ -340,13 +340,45 @@ pub async fn run_forge(env: &ForgeEnv<'_>, req: &ForgeRequest) -> Result<ForgeRe
             || state.rival != req.rival
             || state.runner != req.runner)
     {
+        // Each value that differs, was and now (a new user could not tell which one did).
+        let rival = |dir: &Option<PathBuf>, versions: &Option<Versions>| match (
+            versions.as_ref().and_then(|v| v.rival.clone()),
+            dir,
+        ) {
+            (Some(version), _) => format!("`{version}`"),
+            (None, Some(dir)) => format!("`{}`", dir.display()),
+            (None, None) => "none".to_owned(),
+        };
+        let mut differ = Vec::new();
+        if state.skill != skill {
+            differ.push(format!("skill: was `{}`, now `{skill}`", state.skill));
+        }
+        if state.samples != req.samples {
+            differ.push(format!(
+                "samples: was {}, now {}",
+                state.samples, req.samples
+            ));
+        }
+        if state.rival != req.rival {
+            differ.push(format!(
+                "rival: was {}, now {}",
+                rival(&state.rival, &state.versions),
+                rival(&req.rival, &req.versions)
+            ));
+        }
+        if state.runner != req.runner {
+            differ.push(format!(
+                "runner: was {}, now {}",
+                state.runner.as_str(),
+                req.runner.as_str()
+            ));
+        }
         return Err(ForgeError::Refused(format!(
-            "`{}` holds a forge of `{}` ({} samples, {} runner); its evidence stays: forge the brief anew with \
-             --fresh (the earlier forge is kept in the home's eval/archive; or delete the brief's run dir `{}`)",
+            "`{}` holds a forge of `{}` under other settings ({}); its evidence stays: forge the brief anew \
+             with --fresh (the earlier forge is kept in the home's eval/archive; or delete the brief's run dir `{}`)",
             dir.join(FORGE_FILE).display(),
             state.skill,
-            state.samples,
-            state.runner.as_str(),
+            differ.join("; "),
             dir.display()
         )));
     }

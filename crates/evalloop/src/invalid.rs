@@ -278,14 +278,33 @@ pub fn classify(arms: &ArmPair<ArmFacts>, skill: &str) -> Option<Invalid> {
         }
     }
     if both_failed {
+        // Two scripted arms with one answer: the scripted agent followed no instruction of the
+        // skill or the brief, so the verify measured the stand-in, not the brief.
+        let same_stand_in = ArmSide::BOTH
+            .iter()
+            .all(|side| arms.get(*side).record.runtime.starts_with("scripted"))
+            && arms.with.final_message.is_some()
+            && arms.with.final_message == arms.without.final_message;
+        let reason = if same_stand_in {
+            SAME_STAND_IN_FAILED_VERIFY
+        } else {
+            "both arms failed verify: no winner is picked over two broken runs (fix the brief, not the loop)"
+        };
         return Some(Invalid {
             code: InvalidCode::BothArmsFailedVerify,
             arm: None,
-            reason: "both arms failed verify: no winner is picked over two broken runs (fix the brief, not the loop)".to_owned(),
+            reason: reason.to_owned(),
         });
     }
     None
 }
+
+/// The reason of a both-arms-failed-verify sample whose two scripted arms gave one answer: the
+/// verify measured the scripted stand-in, not the brief (a new user was told to fix a sound brief).
+pub const SAME_STAND_IN_FAILED_VERIFY: &str = "both arms failed verify with the same answer: the \
+     scripted agent follows no instruction but its `scripted:` lines, so both gave a stand-in and the \
+     verify measured that, not the brief; give the skill a `scripted: reply TEXT` line (and the \
+     brief's prompt one for the baseline), or forge with a model runtime";
 
 /// Whether `name` occurs in `text` as a whole word (not inside a longer name).
 fn names_word(text: &str, name: &str) -> bool {
@@ -321,6 +340,25 @@ mod tests {
 
     fn code(p: &ArmPair<ArmFacts>) -> Option<InvalidCode> {
         classify(p, "tldr").map(|i| i.code)
+    }
+
+    // E-41: two scripted arms that failed verify with one answer say the stand-in is why.
+    #[test]
+    fn e41_two_scripted_stand_ins_that_fail_verify_say_so() {
+        let mut with = facts(ArmSide::With, &["tldr"], Some(&["tldr"]), false);
+        let mut without = facts(ArmSide::Without, &[], Some(&[]), false);
+        with.record.runtime = "scripted".into();
+        without.record.runtime = "scripted".into();
+        let invalid = classify(&pair(with.clone(), without.clone()), "tldr").unwrap();
+        assert_eq!(invalid.code, InvalidCode::BothArmsFailedVerify);
+        assert_eq!(invalid.reason, SAME_STAND_IN_FAILED_VERIFY);
+        without.final_message = Some("another answer".into());
+        let invalid = classify(&pair(with, without), "tldr").unwrap();
+        assert!(
+            invalid.reason.contains("fix the brief"),
+            "{}",
+            invalid.reason
+        );
     }
 
     // E-41

@@ -42,11 +42,22 @@ pub fn brief_stop(verdicts: &[SampleVerdict]) -> Option<Stopped> {
                     return Some(Stopped {
                         sample: v.sample,
                         code: InvalidCode::BothArmsFailedVerify,
-                        reason: format!(
-                            "samples {} and {} both had both arms fail verify: a gate nothing passes; fix the brief",
-                            v.sample - 1,
-                            v.sample
-                        ),
+                        reason: if v.reason == crate::invalid::SAME_STAND_IN_FAILED_VERIFY {
+                            format!(
+                                "samples {} and {} both had both arms fail verify: {}",
+                                v.sample - 1,
+                                v.sample,
+                                v.reason.trim_start_matches(
+                                    "both arms failed verify with the same answer: "
+                                )
+                            )
+                        } else {
+                            format!(
+                                "samples {} and {} both had both arms fail verify: a gate nothing passes; fix the brief",
+                                v.sample - 1,
+                                v.sample
+                            )
+                        },
                     });
                 }
             }
@@ -76,6 +87,26 @@ mod tests {
             judge_usage: None,
             judge: None,
         }
+    }
+
+    // E-42: the stop over two scripted stand-ins names the stand-in, not the brief, as the cause.
+    #[test]
+    fn e42_a_stop_over_scripted_stand_ins_says_so() {
+        let mut vs = vec![
+            v(1, Some(InvalidCode::BothArmsFailedVerify)),
+            v(2, Some(InvalidCode::BothArmsFailedVerify)),
+        ];
+        for verdict in &mut vs {
+            verdict.reason = crate::invalid::SAME_STAND_IN_FAILED_VERIFY.to_owned();
+        }
+        let stop = brief_stop(&vs).unwrap();
+        assert!(
+            stop.reason
+                .starts_with("samples 1 and 2 both had both arms fail verify: the scripted agent")
+                && !stop.reason.contains("fix the brief"),
+            "{}",
+            stop.reason
+        );
     }
 
     // E-42

@@ -195,8 +195,10 @@ pub fn prefer_verdict(prompt: &str, needle: &str) -> String {
             return serde_json::json!({
                 "verdict": "tie",
                 "reasoning": "scripted judge: both answers are the same text, nothing to prefer; a scripted \
-                    arm gives a stand-in answer unless a `scripted: reply TEXT` line in the skill's SKILL.md \
-                    or in the prompt gives it one (or judge with a model runtime)",
+                    arm follows no instruction but its `scripted:` lines: it answers what a `scripted: reply TEXT` \
+                    line in the skill's SKILL.md or in the prompt says, else a stand-in, so two skills with the \
+                    same `reply` line (a trained version and its predecessor) or none answer alike; give the \
+                    skill its own `reply` line, or forge with a model runtime",
                 ASSESSED_KEY: false,
             })
             .to_string();

@@ -298,6 +298,8 @@ async fn forge(ctx: &Context, mut args: ForgeArgs) -> Result<Finished, CliError>
         }
     }
     let mut signature = None;
+    // Where a drafted brief was written: an undecided forge of it is edited and forged from there.
+    let mut drafted_to: Option<PathBuf> = None;
     let brief = match (brief, &args.theme) {
         (Some(brief), _) => brief,
         (None, Some(theme)) if args.dry_run => {
@@ -336,6 +338,7 @@ async fn forge(ctx: &Context, mut args: ForgeArgs) -> Result<Finished, CliError>
                 theme.display(),
                 out.display()
             );
+            drafted_to = Some(out);
             brief
         }
         (None, None) => {
@@ -532,6 +535,17 @@ async fn forge(ctx: &Context, mut args: ForgeArgs) -> Result<Finished, CliError>
         Some(Decision::Undecided) if pace_holds => crate::exit::WAITING,
         Some(_) => CHECK_FAILED,
     };
+    if let (Some(Decision::Undecided), Some(path), false) = (
+        report.gate.as_ref().map(|g| g.decision),
+        &drafted_to,
+        ctx.json,
+    ) {
+        let path = crate::output::shell_word(path);
+        println!(
+            "the brief was drafted to {path}: edit it there (for the scripted judge, a `scripted: prefer TEXT` \
+             line in its rubric) and forge it with `--brief {path} --fresh`; another `--theme` forge drafts it anew"
+        );
+    }
     if code == crate::exit::WAITING && !ctx.json {
         println!(
             "not decided yet: the sequential gate needs more evidence; forge this skill on another brief with --pace"
