@@ -685,6 +685,14 @@ fn template_add_refuses_to_replace_a_promoted_candidate_with_an_older_file() {
     let home = Home::embedded();
     let (code, stdout, stderr) = run(&home, &["demo", "--repo", repo.path().to_str().unwrap()]);
     assert_eq!(code, 0, "{stdout}{stderr}");
+    // A bare id names the current version: promoting it points at the pending candidate.
+    let (code, _, stderr) = run(&home, &["candidate", "promote", "change-summarizer"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("names its current version, change-summarizer@v1")
+            && stderr.contains("its undecided candidate is: change-summarizer@v2"),
+        "{stderr}"
+    );
     run(&home, &["candidate", "promote", "change-summarizer@v2"]);
     let file = home.path().join("mine/change-summarizer.md");
     write(&file, skillforge_cli_template());

@@ -68,7 +68,19 @@ fn collect(schema: &Value, error: &jsonschema::ValidationError<'_>, out: &mut Ve
                     message: if allowed.is_empty() {
                         format!("unknown key `{key}`")
                     } else {
-                        format!("unknown key `{key}`; allowed: {}", allowed.join(", "))
+                        // A near miss of an allowed key is named first (a typo, most likely).
+                        let near = allowed
+                            .iter()
+                            .map(|a| a.trim_matches('`'))
+                            .filter(|a| strsim::damerau_levenshtein(a, key) <= 2)
+                            .min_by_key(|a| strsim::damerau_levenshtein(a, key));
+                        match near {
+                            Some(near) => format!(
+                                "unknown key `{key}` (did you mean `{near}`?); allowed: {}",
+                                allowed.join(", ")
+                            ),
+                            None => format!("unknown key `{key}`; allowed: {}", allowed.join(", ")),
+                        }
                     },
                 });
             }
@@ -270,6 +282,27 @@ mod tests {
     enum Way {
         Up,
         Down,
+    }
+
+    #[test]
+    fn a_near_miss_of_an_allowed_key_is_named() {
+        let schema = serde_json::to_value(schemars::schema_for!(Outer)).unwrap();
+        let doc = serde_json::json!({"name": "n", "lsit": [], "zzzz": 1});
+        let got: Vec<String> = shape_problems(&schema, &doc)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert!(
+            got.contains(
+                &"unknown key `lsit` (did you mean `list`?); allowed: `name`, `inner`, `list`"
+                    .to_owned()
+            ),
+            "{got:#?}"
+        );
+        assert!(
+            got.contains(&"unknown key `zzzz`; allowed: `name`, `inner`, `list`".to_owned()),
+            "{got:#?}"
+        );
     }
 
     #[test]

@@ -457,7 +457,16 @@ pub fn parse_template(content: &str) -> Result<ParsedTemplate, TemplateError> {
         // Parsed one line down, so the parser's line numbers are the file's (the frontmatter
         // starts on line 2, after `---`).
         let value: serde_norway::Value = serde_norway::from_str(&format!("\n{yaml}"))
-            .map_err(|e| TemplateError::FrontmatterYaml(e.to_string()))?;
+            .map_err(|e| {
+                let mut said = e.to_string();
+                // The usual cause: an unquoted value holding `: ` (`description: Use when: x`).
+                if said.contains("mapping values are not allowed") {
+                    said.push_str(
+                        " (a value holding `: ` must be quoted: `description: \"Use when: a diff is open\"`)",
+                    );
+                }
+                TemplateError::FrontmatterYaml(said)
+            })?;
         let serde_norway::Value::Mapping(map) = value else {
             return Err(TemplateError::FrontmatterYaml(
                 "the frontmatter is not a mapping of `key: value` lines".into(),
@@ -621,6 +630,11 @@ pub(crate) mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("line 3"), "{e}");
+        // An unquoted value holding `: ` says how to quote it.
+        let e = parse_template("---\nname: x\ndescription: Use when: a diff is open\n---\nbody\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("line 3") && e.contains("must be quoted"), "{e}");
     }
     use super::*;
 

@@ -221,9 +221,28 @@ async fn list(ctx: &Context, template: Option<&str>) -> CliResult {
 async fn candidate_for(
     ctx: &Context,
     reference: &str,
+    deciding: bool,
 ) -> Result<(skillforge_store::Store, CandidateRow), CliError> {
     let store = ctx.store().await?;
     let version = resolve_reference(store.pool(), reference).await?;
+    // A bare id names the current version; the candidate meant is most likely a pending one.
+    if deciding && !reference.contains('@') && version.state == "current" {
+        let pending: Vec<String> =
+            skillforge_store::candidates::list_candidates(store.pool(), &version.template_id)
+                .await?
+                .into_iter()
+                .filter(|c| matches!(c.version_state.as_str(), "pending" | "canary"))
+                .map(|c| c.version_id)
+                .collect();
+        if !pending.is_empty() {
+            return Err(CliError::usage(anyhow!(
+                "`{reference}` names its current version, {}; its undecided candidate{}: {} (give it as ID@vN)",
+                version.id,
+                if pending.len() == 1 { " is" } else { "s are" },
+                pending.join(", ")
+            )));
+        }
+    }
     let candidate = get_candidate(store.pool(), &version.id)
         .await?
         .ok_or_else(|| {
@@ -239,7 +258,6 @@ async fn candidate_for(
 /// Where a candidate came from, for people: an imported candidate package (every import records
 /// the exchange's `source_repo` `gitmoot-skillopt`, kept as is in `--json`) and the optimizer
 /// that built it when its eval report names one.
-/// Where a version came from, in words: a candidate's package and the optimizer that built it.
 pub(crate) fn source_words(candidate: &CandidateRow) -> String {
     if candidate.source_repo != skillforge_store::candidates::CANDIDATE_SOURCE_REPO {
         return format!(
@@ -273,7 +291,7 @@ async fn reviewers_of(
 }
 
 async fn show(ctx: &Context, reference: &str) -> CliResult {
-    let (store, candidate) = candidate_for(ctx, reference).await?;
+    let (store, candidate) = candidate_for(ctx, reference, false).await?;
     let version = get_version(store.pool(), &candidate.version_id)
         .await?
         .ok_or_else(|| {
@@ -490,7 +508,7 @@ pub(crate) async fn decided_by_hand(
 }
 
 async fn promote(ctx: &Context, reference: &str, reason: &str) -> CliResult {
-    let (store, candidate) = candidate_for(ctx, reference).await?;
+    let (store, candidate) = candidate_for(ctx, reference, true).await?;
     let id = candidate.version_id.clone();
     let running = canary_to_end(&store, &candidate.template_id, &id).await?;
     match promote_candidate(&store, &id, reason).await? {
@@ -543,7 +561,7 @@ async fn reject(ctx: &Context, reference: &str, reason: &str) -> CliResult {
             "--reason must say why the candidate is rejected"
         )));
     }
-    let (store, candidate) = candidate_for(ctx, reference).await?;
+    let (store, candidate) = candidate_for(ctx, reference, true).await?;
     let id = candidate.version_id.clone();
     let running = canary_to_end(&store, &candidate.template_id, &id).await?;
     match reject_candidate(&store, &id, reason.trim()).await? {
