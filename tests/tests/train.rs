@@ -1429,3 +1429,35 @@ fn eval_forge_train_continue_and_doctor_word_a_runtimes_credentials_alike() {
         );
     }
 }
+
+// A way out of an iteration that cannot go on (a new user's session was stuck on a runtime that
+// could not run, and nothing said how to leave it): `--abandon --reason` moves it to abandoned
+// from where it is, the reason recorded; `--start-next` then starts the next iteration; a second
+// abandon is refused saying the iteration is resolved.
+#[test]
+fn an_iteration_that_cannot_go_on_is_abandoned_and_the_next_one_starts() {
+    let home = Home::embedded();
+    start(&home, true);
+    let (_, err) = cont(&home, &["--start-next"], 2);
+    assert!(err.contains("--abandon --reason TEXT"), "{err}");
+    let (out, err) = cont(
+        &home,
+        &["--abandon", "--reason", "runtime cannot run here"],
+        0,
+    );
+    assert!(
+        err.contains("abandoned: runtime cannot run here") && out.contains("--start-next"),
+        "{out}\n{err}"
+    );
+    let st = status(&home);
+    assert_eq!(st["current_phase"], "run_abandoned", "{st:#}");
+    let (_, err) = cont(&home, &["--abandon", "--reason", "again"], 2);
+    assert!(err.contains("already resolved"), "{err}");
+    cont(&home, &["--start-next"], 0);
+    let st = status(&home);
+    assert_eq!(
+        (st["iteration_id"].as_str(), st["status_phase"].as_str()),
+        (Some("s1-i002"), Some("items_ready")),
+        "{st:#}"
+    );
+}

@@ -140,10 +140,15 @@ pub struct ContinueArgs {
     /// Reject this candidate version (needs --reason).
     #[arg(long, requires = "reason")]
     reject: Option<String>,
-    /// Why the candidate is rejected.
+    /// Why the candidate is rejected, or the iteration abandoned.
     #[arg(long)]
     reason: Option<String>,
-    /// Start the next iteration (only after the current one's candidate is promoted or rejected).
+    /// Abandon the current iteration (needs --reason), wherever it is: a way out of one that
+    /// cannot go on (a runtime that cannot run, a review never coming); then `--start-next`.
+    #[arg(long, requires = "reason", conflicts_with_all = ["promote", "reject", "start_next"])]
+    abandon: bool,
+    /// Start the next iteration (only after the current one's candidate is promoted or rejected,
+    /// it ended without one, or it was abandoned).
     #[arg(long = "start-next")]
     start_next: bool,
     /// Sync feedback whose items rank the options but name no useful_traits, rejected_traits or
@@ -212,6 +217,9 @@ pub async fn run(ctx: &Context, cmd: TrainCommand) -> CliResult {
                     .reject
                     .map(|v| (v, args.reason.clone().unwrap_or_default())),
                 start_next: args.start_next,
+                abandon: args
+                    .abandon
+                    .then(|| args.reason.clone().unwrap_or_default()),
                 rankings_only: args.rankings_only,
                 wait: !args.no_wait,
             };

@@ -52,6 +52,11 @@ pub async fn continue_session(
         report.state = it.state;
         report.next_action = next_action_for(it.state, &session.id);
     }
+    if let Some(reason) = &req.abandon {
+        abandon(env, &mut it, reason, &mut report).await?;
+        report.state = it.state;
+        return Ok(report);
+    }
     if req.promote.is_some() || req.reject.is_some() {
         // The candidate the session just made, its review not published yet: published first,
         // so deciding on it needs no extra `continue` in between.
@@ -232,4 +237,42 @@ async fn run_step(
         }
     }
     Ok(Flow::Next)
+}
+
+/// `--abandon --reason R`: the iteration moves to `run_abandoned` from any state that is not
+/// terminal, its reason recorded with the state in one transaction; `--start-next` then starts
+/// the next one. Jobs of the iteration still running finish without moving it.
+///
+/// # Errors
+/// [`TrainError::Invalid`] without a reason; [`TrainError::Refused`] for an iteration already
+/// resolved; store errors.
+async fn abandon(
+    env: &TrainEnv<'_>,
+    it: &mut crate::train::iteration::Iteration,
+    reason: &str,
+    report: &mut StepReport,
+) -> Result<(), TrainError> {
+    if reason.trim().is_empty() {
+        return Err(TrainError::Invalid("--abandon needs --reason TEXT".into()));
+    }
+    if it.state.is_terminal() {
+        return Err(TrainError::Refused(format!(
+            "iteration `{}` is already resolved ({}); start the next one with `skillforge train continue --session {} --start-next`",
+            it.id,
+            crate::train::phase::describe(it.state.as_str()),
+            it.session_id
+        )));
+    }
+    crate::train::state::check_transition(it.state, TrainState::Abandoned)
+        .map_err(|e| TrainError::Refused(e.to_string()))?;
+    let mut tx = env.store.begin().await?;
+    skillforge_store::train::set_decision_reason(&mut tx, &it.id, reason.trim()).await?;
+    crate::train::session::advance_on(&mut tx, it, TrainState::Abandoned, None).await?;
+    tx.commit().await?;
+    it.decision_reason = reason.trim().to_owned();
+    report
+        .steps
+        .push(format!("iteration {} abandoned: {}", it.id, reason.trim()));
+    report.next_action = next_action_for(it.state, &it.session_id);
+    Ok(())
 }

@@ -92,6 +92,8 @@ pub struct ContinueRequest {
     pub reject: Option<(String, String)>,
     /// `--start-next`.
     pub start_next: bool,
+    /// `--abandon --reason R`: the reason.
+    pub abandon: Option<String>,
     /// `--rankings-only`: sync feedback whose items rank options but name no traits or
     /// improvements (refused otherwise: the built-in optimizer learns nothing from it).
     pub rankings_only: bool,

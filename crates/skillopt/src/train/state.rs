@@ -212,7 +212,7 @@ pub enum TransitionError {
     },
     /// Start-next before the iteration was resolved (S-99).
     #[error(
-        "the iteration is at `{0}`; start the next one only after it is resolved (promoted, rejected with a reason, no candidate, or abandoned)"
+        "the iteration is at `{0}`; start the next one only after it is resolved (promoted, rejected with a reason, no candidate, or abandoned: `train continue --abandon --reason TEXT`)"
     )]
     Unresolved(TrainState),
     /// Start-next after a rejection without a recorded reason.
