@@ -902,23 +902,79 @@ fn train_start_on_a_runtime_without_credentials_warns_at_once() {
 /// real CLI, installed by scripts/test): the stage fails once (no retries), `train continue` exits
 /// 3 naming the runtime, the agent's message and the login, and `train status` shows
 /// `blocked_config` at `option_generation` instead of `items_ready`.
+/// On the embedded queue, whose jobs run on this machine, the same runtime is refused before
+/// anything is queued (exit 3), naming the credential it lacks; the session stays where it was.
 #[test]
-fn a_not_logged_in_claude_blocks_option_generation_once_with_exit_3() {
+fn a_not_logged_in_claude_is_refused_before_option_generation_is_queued() {
     let home = Home::embedded();
     start_with(
         &home,
         &["--workspace-repo", "owner/workspace", "--runtime", "claude"],
     );
-    // Claude Code's own state dir, empty: logged out whatever the machine's user has.
-    let config_dir = home.path().join("claude-config");
+    let user = home.path().join("user-home");
+    std::fs::create_dir_all(&user).unwrap();
     let out = home
         .cmd()
-        .env("CLAUDE_CONFIG_DIR", &config_dir)
+        .env("HOME", &user)
+        .env("CLAUDE_CONFIG_DIR", user.join(".claude"))
         .env_remove("ANTHROPIC_API_KEY")
         .env_remove("ANTHROPIC_AUTH_TOKEN")
         .env_remove("CLAUDE_CODE_OAUTH_TOKEN")
-        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
-        .env("DISABLE_TELEMETRY", "1")
+        .args(["train", "continue", "--session", SESSION])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains(
+            "option generation cannot run on this machine, nothing was queued: runtime `claude`"
+        ) && stderr.contains("CLAUDE_CODE_OAUTH_TOKEN")
+            && stderr.contains("--runtime scripted"),
+        "{stderr}"
+    );
+    assert_eq!(status(&home)["status_phase"], "items_ready");
+    assert_eq!(home.json(&["jobs", "list"]), Value::Array(vec![]));
+}
+
+/// On a fleet (a Redis queue) the runtime may run on another machine's worker: `train continue`
+/// warns and queues; a worker where Claude Code is not logged in fails the stage once (no
+/// retries), `train continue` exits 3 naming the runtime, the agent's message and the login, and
+/// `train status` shows `blocked_config` at `option_generation` instead of `items_ready`.
+#[test]
+fn a_not_logged_in_claude_blocks_option_generation_once_with_exit_3() {
+    let redis = RedisServer::start();
+    let home = Home::redis(&redis.url());
+    start_with(
+        &home,
+        &["--workspace-repo", "owner/workspace", "--runtime", "claude"],
+    );
+    // Claude Code's own state dir, empty: logged out whatever the machine's user has.
+    let user = home.path().join("user-home");
+    std::fs::create_dir_all(&user).unwrap();
+    let config_dir = user.join(".claude");
+    let logged_out: [(&str, &str); 4] = [
+        ("HOME", user.to_str().unwrap()),
+        ("CLAUDE_CONFIG_DIR", config_dir.to_str().unwrap()),
+        ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
+        ("DISABLE_TELEMETRY", "1"),
+    ];
+    let mut worker = home.cmd();
+    worker
+        .args(["worker", "--name", "w-logged-out"])
+        .envs(logged_out)
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("ANTHROPIC_AUTH_TOKEN")
+        .env_remove("CLAUDE_CODE_OAUTH_TOKEN")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(home.path().join("worker.log")).unwrap());
+    let _worker = Reaped(worker.spawn().unwrap());
+    let out = home
+        .cmd()
+        .envs(logged_out)
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("ANTHROPIC_AUTH_TOKEN")
+        .env_remove("CLAUDE_CODE_OAUTH_TOKEN")
         .args(["train", "continue", "--session", SESSION])
         .output()
         .unwrap();
@@ -928,6 +984,10 @@ fn a_not_logged_in_claude_blocks_option_generation_once_with_exit_3() {
         Some(3),
         "an environment error:\n{stderr}\n{}",
         home.logs()
+    );
+    assert!(
+        stderr.contains("warning: option generation cannot run on this machine"),
+        "{stderr}"
     );
     assert!(
         stderr.contains("option generation cannot run (blocked on configuration)")

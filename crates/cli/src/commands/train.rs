@@ -223,6 +223,13 @@ pub async fn run(ctx: &Context, cmd: TrainCommand) -> CliResult {
                 rankings_only: args.rankings_only,
                 wait: !args.no_wait,
             };
+            if req.promote.is_none()
+                && req.reject.is_none()
+                && req.abandon.is_none()
+                && !req.start_next
+            {
+                before_generation(ctx, &env, &args.session).await?;
+            }
             finish(ctx, continue_session(&env, &args.session, &req).await)
         }
         TrainCommand::Recover(args) => {
@@ -310,6 +317,35 @@ async fn run_start(ctx: &Context, env: &TrainEnv<'_>, args: StartArgs) -> CliRes
         }
     }
     finish(ctx, report)
+}
+
+/// When the session's next step generates options: its runtime must be able to run where the jobs
+/// run (`control::model_api::before_agent_jobs`: refused on the embedded queue before anything is
+/// queued, a warning on a shared one). An unknown session is left to `continue` to report.
+async fn before_generation(
+    ctx: &Context,
+    env: &TrainEnv<'_>,
+    session: &str,
+) -> Result<(), CliError> {
+    use skillforge_skillopt::train::state::TrainState;
+    let Ok((row, it)) = skillforge_skillopt::train::session::load(env, session).await else {
+        return Ok(());
+    };
+    let generating = matches!(
+        it.state,
+        TrainState::WorkspaceReady | TrainState::ItemsReady
+    ) && !row.workspace_repo.trim().is_empty();
+    if !generating {
+        return Ok(());
+    }
+    let meta = skillforge_skillopt::train::meta::SessionMeta::parse(&row.metadata_json);
+    let runtime = if meta.runtime.trim().is_empty() {
+        DEFAULT_RUNTIME.to_owned()
+    } else {
+        meta.runtime
+    };
+    crate::control::model_api::before_agent_jobs(ctx, &[runtime.as_str()], "option generation")
+        .await
 }
 
 /// Prints a step report (or the error) and returns the exit code.

@@ -199,3 +199,37 @@ pub async fn readiness_problems(runtimes: &[&str]) -> Vec<String> {
     }
     problems
 }
+
+/// Before queuing agent jobs on `runtimes` (`what` runs them: "ask", "option generation"): on the
+/// embedded queue, whose jobs run on this machine, a runtime that cannot run here
+/// ([`readiness_problems`]) stops the command (exit 3) before anything is queued; on a shared
+/// queue, where another machine's worker may hold what is missing, it is a warning.
+///
+/// # Errors
+/// Exit 3 on the embedded queue, naming each problem.
+pub async fn before_agent_jobs(
+    ctx: &crate::context::Context,
+    runtimes: &[&str],
+    what: &str,
+) -> Result<(), crate::exit::CliError> {
+    let problems = readiness_problems(runtimes).await;
+    if problems.is_empty() {
+        return Ok(());
+    }
+    match ctx.queue_url {
+        skillforge_engine::open::QueueUrl::Sqlite(_) => {
+            Err(crate::exit::CliError::env(anyhow::anyhow!(
+                "{what} cannot run on this machine, nothing was queued: {} (`skillforge doctor` checks every runtime; `--runtime scripted` needs no model)",
+                problems.join("; ")
+            )))
+        }
+        _ => {
+            for problem in problems {
+                eprintln!(
+                    "warning: {what} cannot run on this machine: {problem}; it runs where a worker has what it needs"
+                );
+            }
+            Ok(())
+        }
+    }
+}

@@ -181,6 +181,7 @@ pub async fn run(ctx: &Context, args: AbArgs) -> CliResult {
     };
     skillforge_runner_agent::find(&args.runtime)
         .map_err(|e| CliError::usage(anyhow!("--runtime: {e}")))?;
+    crate::control::model_api::before_agent_jobs(ctx, &[args.runtime.as_str()], "ab").await?;
     let store = ctx.store().await?;
     let Some(arms) = arms(ctx, &store, &args).await? else {
         return Ok(OK);

@@ -102,6 +102,7 @@ fn requested_model(args: &AskArgs) -> Option<String> {
 pub async fn run(ctx: &Context, args: AskArgs) -> CliResult {
     skillforge_runner_agent::find(&args.runtime)
         .map_err(|e| CliError::usage(anyhow!("--runtime: {e}")))?;
+    crate::control::model_api::before_agent_jobs(ctx, &[args.runtime.as_str()], "ask").await?;
     let model = requested_model(&args);
     let store = ctx.store().await?;
     if get_template(store.pool(), &args.agent).await?.is_none() {
