@@ -48,6 +48,30 @@ fn ab_with_several_pending_and_no_challenger_is_refused_with_the_list() {
     assert_eq!(decide_tables(&home), before);
 }
 
+// S-66: a pick between two answers of the same text is no preference: nothing is recorded and
+// the bandit does not move (a new user's pick between two identical scripted answers moved it).
+#[test]
+fn s66_a_pick_between_identical_answers_records_nothing() {
+    let home = home();
+    import(&home, "Plan in numbered steps.\n", 0.8);
+    let before = decide_tables(&home);
+    let out = home.run(&[
+        "ab",
+        "planner",
+        "What changed?\nscripted: reply the same answer for both",
+        "--pick",
+        "a",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout.contains("answered with the same text") && stdout.contains("nothing was recorded"),
+        "{stdout}"
+    );
+    assert_eq!(decide_tables(&home), before, "no rows written");
+    assert_eq!(count(&home, "skillopt_bandit_arms"), 0);
+}
+
 // S-65, S-66, S-67, S-68
 #[test]
 fn s65_s68_picks_map_back_accumulate_and_move_the_bandit() {

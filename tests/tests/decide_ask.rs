@@ -334,9 +334,9 @@ fn s65_ab_without_pick_prompts_on_a_terminal() {
         "asked again: {shown}"
     );
     // The pick maps back through the seed's shuffle: `b` is the challenger when it was Option B.
-    let challenger_was_b = shown.contains("planner@v2 was Option B");
+    let challenger_was_b = shown.contains("the challenger planner@v2 was Option B");
     assert!(
-        challenger_was_b || shown.contains("planner@v2 was Option A"),
+        challenger_was_b || shown.contains("the challenger planner@v2 was Option A"),
         "{shown}"
     );
     let winner = if challenger_was_b {
@@ -344,8 +344,15 @@ fn s65_ab_without_pick_prompts_on_a_terminal() {
     } else {
         "champion"
     };
+    let winning_version = if challenger_was_b {
+        "planner@v2"
+    } else {
+        "planner@v1"
+    };
     assert!(
-        shown.contains(&format!("recorded: {winner} wins")),
+        shown.contains(&format!(
+            "recorded: {winner} wins, {winning_version} (the champion"
+        )),
         "{shown}"
     );
     let expected = if challenger_was_b {

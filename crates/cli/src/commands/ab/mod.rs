@@ -223,6 +223,20 @@ pub async fn run(ctx: &Context, args: AbArgs) -> CliResult {
     } else {
         println!("Option A:\n{option_a}\n\nOption B:\n{option_b}\n");
     }
+    // Two answers of the same text: a pick between them is no preference (the `scripted` agent
+    // gives both versions one stand-in answer unless a `scripted: reply` line differs).
+    if option_a.trim() == option_b.trim() {
+        let why = "the two versions answered with the same text: a pick between them says nothing, so nothing was recorded and the bandit is unchanged (on `scripted`, give each version its own `scripted: reply` line, or use a model runtime)";
+        if ctx.json {
+            print_json(&json!({
+                "champion": arms.champion, "challenger": arms.challenger,
+                "recorded": false, "same_answers": true, "reason": why,
+            }));
+        } else {
+            println!("{why}");
+        }
+        return Ok(OK);
+    }
     let human = match (args.judge_only, human_pick) {
         (true, _) => None,
         (false, Some(p)) => Some(p),
@@ -557,14 +571,20 @@ fn print_outcome(
         println!("skipped: no human pick recorded, the bandit is unchanged");
     }
     if let Some(winner) = ab.human {
+        // The winner by role and version, then which option each was (a new user read "champion
+        // wins (v4 was Option A)" as v4 winning).
+        let version = match winner {
+            Role::Champion => &arms.champion,
+            Role::Challenger => &arms.challenger,
+        };
+        let label = |role: Role| ab.shuffle.label_of(role).as_str().to_uppercase();
         println!(
-            "recorded: {} wins ({} was Option {})",
+            "recorded: {} wins, {version} (the champion {} was Option {}, the challenger {} was Option {})",
             winner.as_str(),
+            arms.champion,
+            label(Role::Champion),
             arms.challenger,
-            ab.shuffle
-                .label_of(Role::Challenger)
-                .as_str()
-                .to_uppercase()
+            label(Role::Challenger)
         );
     }
     if let Some((winner, _)) = &ab.judge {
