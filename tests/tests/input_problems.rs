@@ -89,9 +89,9 @@ fn an_optimize_spec_with_several_problems_lists_them_all_and_writes_nothing() {
         4,
         &[
             "shape.yml",
-            "`execution`: unknown key `max_concurent`; allowed: `mode`, `backend`, `max_concurrent`",
+            "`execution`: unknown key `max_concurent` (did you mean `max_concurrent`?); allowed: `mode`, `backend`, `max_concurrent`",
             "`metric.primary.direction`: `down` is not allowed; one of: `maximize`, `minimize`",
-            "`measurement`: unknown key `comand`; allowed: `command`",
+            "`measurement`: unknown key `comand` (did you mean `command`?); allowed: `command`",
             "`measurement.command`: is required but missing",
         ],
     );
@@ -161,7 +161,7 @@ fn an_items_file_a_question_set_and_a_brief_with_several_problems_list_them_all(
         3,
         &[
             "items.yml",
-            "`items[0]`: unknown key `titel`; allowed: `id`, `title`, `input`",
+            "`items[0]`: unknown key `titel` (did you mean `title`?); allowed: `id`, `title`, `input`",
             "`items[1].id`: is required but missing",
             "`items[2].input`: a list is not a string",
         ],
@@ -211,7 +211,7 @@ fn an_items_file_a_question_set_and_a_brief_with_several_problems_list_them_all(
         &[
             "unknown key `kind`; allowed: `version`, `template_or_task_kind`, `dimensions`",
             "`dimensions[0].weight`: `heavy` is not a number",
-            "`dimensions[0].questions[0]`: unknown key `contain`; allowed: `id`, `text`",
+            "`dimensions[0].questions[0]`: unknown key `contain` (did you mean `contains`?); allowed: `id`, `text`",
         ],
     );
     bineval(
@@ -285,7 +285,7 @@ fn a_theme_with_several_problems_lists_them_all_and_drafts_nothing() {
         3,
         &[
             "theme.json",
-            "unknown key `rule`; allowed: `name`, `rules`, `corrections`, `signature`",
+            "unknown key `rule` (did you mean `rules`?); allowed: `name`, `rules`, `corrections`, `signature`",
             "`rules`: is required but missing",
             "`name`: 3 is not a string",
         ],
@@ -312,7 +312,7 @@ fn a_config_with_several_problems_lists_them_all() {
             "config.toml",
             "`server.listen`: 5 is not a string",
             "`server`: unknown key `foo`; allowed: `listen`, ",
-            "`skillopt`: unknown key `auto_promte`; allowed: `auto_trace_enabled`, ",
+            "`skillopt`: unknown key `auto_promte` (did you mean `auto_promote`?); allowed: `auto_trace_enabled`, ",
         ],
     );
     // One problem keeps the TOML parser's own message with its line.

@@ -1521,3 +1521,36 @@ fn an_iteration_that_cannot_go_on_is_abandoned_and_the_next_one_starts() {
         "{st:#}"
     );
 }
+
+// A mistyped `--template` lists what is installed; a version that does not exist lists the
+// template's versions.
+#[test]
+fn an_unknown_template_or_version_lists_what_there_is() {
+    let home = Home::embedded();
+    add_template(&home, PLANNER_TEMPLATE, "owner/repo");
+    let items = write(&home.path().join("in/items.yml"), ITEMS);
+    for (template, want) in [
+        (
+            "plannr",
+            "template `plannr` is not installed (installed: planner)",
+        ),
+        (
+            "planner@v9",
+            "no version of `planner` matches; it has planner@v1 (current)",
+        ),
+    ] {
+        let args = [
+            "train",
+            "start",
+            "--template",
+            template,
+            "--items-file",
+            items.to_str().unwrap(),
+            "--request",
+            "x",
+            "--yes",
+        ];
+        let (_, err) = run_code(&home, &args, 2);
+        assert!(err.contains(want), "{template}: {err}");
+    }
+}

@@ -218,7 +218,7 @@ mod tests {
             .to_string();
         for want in [
             "invalid theme `t.json`: 3 problems:",
-            "unknown key `rule`; allowed: `name`, `rules`, `corrections`, `signature`",
+            "unknown key `rule` (did you mean `rules`?); allowed: `name`, `rules`, `corrections`, `signature`",
             "`rules`: is required but missing",
             "`name`: 3 is not a string",
         ] {

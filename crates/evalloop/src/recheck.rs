@@ -303,7 +303,11 @@ pub fn recheck(input: &RecheckInput<'_>, cfg: &RecheckConfig) -> RecheckOutcome 
     let Some(signature) = &entry.signature else {
         return skip(
             out,
-            "no recorded signature: nothing to measure the skill by".to_owned(),
+            format!(
+                "no recorded signature: nothing to measure the skill by (record one from your \
+                 corrections with `skillforge eval theme --skill {} --apply`)",
+                entry.skill
+            ),
         );
     };
     let all_episodes: Vec<Episode> = input.sessions.iter().flat_map(episodes).collect();

@@ -895,7 +895,7 @@ stopping: { max_iterations: 10, plateau_iterations: 5, target_reached: true }
         let e = Spec::parse(&text, "x/ops.yaml").unwrap_err().to_string();
         for want in [
             "invalid spec `x/ops.yaml`: 4 problems:",
-            "  - `execution`: unknown key `max_concurent`; allowed: `mode`, ",
+            "  - `execution`: unknown key `max_concurent` (did you mean `max_concurrent`?); allowed: `mode`, ",
             "  - `metric.primary.direction`: `down` is not allowed; one of: `maximize`, `minimize`",
             "  - `measurement`: unknown key `extra`; allowed: `command`, ",
             "  - `measurement.command`: is required but missing",

@@ -250,7 +250,7 @@ mod tests {
         let e = parse_items(text, "f.yml").unwrap_err().to_string();
         for want in [
             "invalid items file `f.yml`: 2 problems:",
-            "  - `items[0]`: unknown key `titel`; allowed: `id`, `title`, `input`",
+            "  - `items[0]`: unknown key `titel` (did you mean `title`?); allowed: `id`, `title`, `input`",
             "  - `items[1].id`: is required but missing",
         ] {
             assert!(e.contains(want), "{want:?} missing from {e}");

@@ -111,7 +111,8 @@ async fn arms(
                 );
             } else {
                 println!(
-                    "nothing to A/B: template `{template}` has no pending challenger (champion {})",
+                    "nothing to A/B: template `{template}` has no pending challenger (champion {}); a train \
+                     session (`skillforge train start`) or `skillforge import` of a candidate package makes one",
                     champion.id
                 );
             }

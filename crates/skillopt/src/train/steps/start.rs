@@ -101,15 +101,14 @@ pub async fn start_with_evaluator(
         ))
     })?;
     // S-60: a bare `ID` starts on the canary for its sampled fraction (the one resolution rule).
-    let version = version_for_job(env.store.pool(), &reference, draw())
+    let Some(version) = version_for_job(env.store.pool(), &reference, draw())
         .await?
         .map(|r| r.version)
-        .ok_or_else(|| {
-            TrainError::Invalid(format!(
-                "template `{}` is not installed; add it with `skillforge template add`",
-                req.template
-            ))
-        })?;
+    else {
+        return Err(TrainError::Invalid(
+            unknown_template(env, &reference.template_id, &req.template).await?,
+        ));
+    };
     let settings = RunSettings::normalize(
         Some(req.mode.as_deref().unwrap_or(DEFAULT_MODE)),
         None,
@@ -190,6 +189,40 @@ pub async fn start_with_evaluator(
     }
     report.state = it.state;
     Ok(report)
+}
+
+/// Why `--template` names nothing: the template is not installed (the installed ones listed), or
+/// no version of it matches (its versions listed).
+async fn unknown_template(
+    env: &TrainEnv<'_>,
+    template_id: &str,
+    given: &str,
+) -> Result<String, TrainError> {
+    let versions =
+        skillforge_store::templates::list_versions(env.store.pool(), template_id).await?;
+    if !versions.is_empty() {
+        let ids: Vec<String> = versions
+            .iter()
+            .map(|v| format!("{} ({})", v.id, v.state))
+            .collect();
+        return Ok(format!(
+            "--template `{given}`: no version of `{template_id}` matches; it has {}",
+            ids.join(", ")
+        ));
+    }
+    let installed: Vec<String> = skillforge_store::templates::list_templates(env.store.pool())
+        .await?
+        .into_iter()
+        .map(|t| t.id)
+        .collect();
+    Ok(format!(
+        "template `{template_id}` is not installed ({}); add it with `skillforge template add PATH`",
+        if installed.is_empty() {
+            "this home has none yet".to_owned()
+        } else {
+            format!("installed: {}", installed.join(", "))
+        }
+    ))
 }
 
 /// The evaluator choice checked: `(evaluator id, judge runtime, evaluator config)`, empty
