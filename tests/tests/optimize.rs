@@ -442,6 +442,35 @@ fn optimize_spec_errors_name_the_key_and_change_nothing() {
     assert!(git(repo.path(), &["branch", "--list", "optimize/*"]).is_empty());
 }
 
+// A value the spec's key does not take names the key once (it read
+// "`metric.primary.direction`: metric.primary.direction: unknown variant").
+#[test]
+fn a_bad_spec_value_names_its_key_once() {
+    let repo = project();
+    let work = tempfile::tempdir().unwrap();
+    let (spec, plan) = spec_and_plan(work.path(), "serial", 0);
+    let text = std::fs::read_to_string(&spec)
+        .unwrap()
+        .replace("direction: minimize", "direction: smaller");
+    assert!(text.contains("direction: smaller"));
+    std::fs::write(&spec, text).unwrap();
+    let home = Home::embedded();
+    let out = try_init(&home, &plan, &spec, repo.path(), false);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(
+        err.matches("metric.primary.direction").count(),
+        1,
+        "the key once: {err}"
+    );
+    assert!(
+        err.contains("`metric.primary.direction`: unknown variant `smaller`")
+            && err.contains("minimize"),
+        "{err}"
+    );
+    assert!(!home.path().join("optimize").exists());
+}
+
 #[test]
 fn optimize_init_on_a_repository_without_a_commit_says_to_commit_first_and_changes_nothing() {
     let repo = tempfile::tempdir().unwrap();
