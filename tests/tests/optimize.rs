@@ -442,6 +442,35 @@ fn optimize_spec_errors_name_the_key_and_change_nothing() {
     assert!(git(repo.path(), &["branch", "--list", "optimize/*"]).is_empty());
 }
 
+// A value the spec's key does not take names the key once (it read
+// "`metric.primary.direction`: metric.primary.direction: unknown variant").
+#[test]
+fn a_bad_spec_value_names_its_key_once() {
+    let repo = project();
+    let work = tempfile::tempdir().unwrap();
+    let (spec, plan) = spec_and_plan(work.path(), "serial", 0);
+    let text = std::fs::read_to_string(&spec)
+        .unwrap()
+        .replace("direction: minimize", "direction: smaller");
+    assert!(text.contains("direction: smaller"));
+    std::fs::write(&spec, text).unwrap();
+    let home = Home::embedded();
+    let out = try_init(&home, &plan, &spec, repo.path(), false);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(
+        err.matches("metric.primary.direction").count(),
+        1,
+        "the key once: {err}"
+    );
+    assert!(
+        err.contains("`metric.primary.direction`: unknown variant `smaller`")
+            && err.contains("minimize"),
+        "{err}"
+    );
+    assert!(!home.path().join("optimize").exists());
+}
+
 #[test]
 fn optimize_init_on_a_repository_without_a_commit_says_to_commit_first_and_changes_nothing() {
     let repo = tempfile::tempdir().unwrap();
@@ -1347,4 +1376,148 @@ hypotheses:\n{}",
         text.contains("the worker is the `scripted` stand-in"),
         "{entry:#}"
     );
+}
+
+/// A spec whose experiments run on Claude Code (`execution.runtime: claude`), one hypothesis.
+fn claude_spec(dir: &Path) -> String {
+    write_spec(
+        dir,
+        "faster3.yml",
+        &format!(
+            "name: faster3\ndescription: fewer operations\n\
+metric:\n  primary: {{ name: ops, direction: minimize }}\n\
+measurement:\n  command: sh measure.sh\n  timeout_seconds: 60\n\
+scope:\n  mutable: [src]\n  immutable: [measure.sh, data]\n\
+execution: {{ mode: serial, runtime: claude }}\n\
+stopping: {{ max_iterations: 1 }}\n\
+hypotheses:\n{}",
+            hypothesis(
+                "h-direct",
+                "Add each value directly",
+                "algorithm",
+                "high",
+                0.6
+            )
+        ),
+    )
+}
+
+/// `skillforge optimize ARGS` as a user whose Claude Code is installed but not logged in: an
+/// empty `CLAUDE_CONFIG_DIR` and `HOME`, no Anthropic credential variable.
+fn optimize_logged_out(
+    home: &Home,
+    plan: &str,
+    user: &Path,
+    args: &[&str],
+) -> std::process::Output {
+    home.cmd()
+        .env("SKILLFORGE_SCRIPTED_EDITS", plan)
+        .env("HOME", user)
+        .env("CLAUDE_CONFIG_DIR", user.join("claude-config"))
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("ANTHROPIC_AUTH_TOKEN")
+        .env_remove("CLAUDE_CODE_OAUTH_TOKEN")
+        .env_remove("ANTHROPIC_BASE_URL")
+        .arg("optimize")
+        .args(args)
+        .output()
+        .expect("run skillforge optimize")
+}
+
+// A runtime that cannot run here (Claude Code installed, not logged in; or its model API not
+// accepting a connection) is refused before any experiment with the embedded queue, which runs
+// the experiments on this machine: `init` exits 3 and writes nothing; `run` and `resume` of a run
+// initialised where it could exit 3, queue no experiment and spend no hypothesis.
+#[test]
+fn a_runtime_that_cannot_run_here_is_refused_before_any_experiment() {
+    assert!(
+        skillforge_tests::agent_user::on_path("claude"),
+        "`claude` is not on PATH: scripts/test installs it"
+    );
+    let repo = project();
+    let work = tempfile::tempdir().unwrap();
+    let user = tempfile::tempdir().unwrap();
+    let spec = claude_spec(work.path());
+    let plan = write_plan(work.path(), &serde_json::json!({"experiments": []}));
+    let home = Home::embedded();
+    let repo_arg = repo.path().display().to_string();
+    let init_args = ["init", "--spec", spec.as_str(), "--repo", repo_arg.as_str()];
+    let out = optimize_logged_out(&home, &plan, user.path(), &init_args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("runtime `claude`")
+            && err.contains("no Claude credential")
+            && err.contains("ANTHROPIC_API_KEY")
+            && err.contains("nothing was written"),
+        "the problem in words and what to do:\n{err}"
+    );
+    assert!(
+        !home.path().join("optimize/faster3").exists(),
+        "nothing written"
+    );
+    assert!(git(repo.path(), &["branch", "--list", "optimize/*"]).is_empty());
+    // A key set and a model API that accepts connections: init goes ahead.
+    let api = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let api_url = format!("http://{}", api.local_addr().unwrap());
+    let ready = |cmd: &mut std::process::Command| {
+        cmd.env("HOME", user.path())
+            .env("ANTHROPIC_API_KEY", "sk-test")
+            .env("ANTHROPIC_BASE_URL", &api_url);
+    };
+    let mut cmd = home.cmd();
+    ready(&mut cmd);
+    let out = cmd
+        .env("SKILLFORGE_SCRIPTED_EDITS", &plan)
+        .arg("optimize")
+        .args(init_args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Then logged out: run and resume refuse before any experiment.
+    for verb in ["run", "resume"] {
+        let out = optimize_logged_out(&home, &plan, user.path(), &[verb, "--spec", &spec]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{verb}: {err}");
+        assert!(
+            err.contains(&format!(
+                "`optimize {verb}` cannot run the experiments on this machine"
+            )) && err.contains("no Claude credential")
+                && err.contains("no hypothesis was spent"),
+            "{verb}: {err}"
+        );
+    }
+    // A model API that refuses connections is refused the same way, naming the URL.
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}", l.local_addr().unwrap())
+    };
+    let mut cmd = home.cmd();
+    ready(&mut cmd);
+    let out = cmd
+        .env("ANTHROPIC_BASE_URL", &closed)
+        .args(["optimize", "run", "--spec", &spec])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("does not accept a connection") && err.contains(&closed),
+        "{err}"
+    );
+    let status = call(&home, &plan, "status", &spec);
+    assert_eq!(status["experiments"], serde_json::json!([]), "{status:#}");
+    assert_eq!(
+        status["backlog"][0]["id"], "h-direct",
+        "the hypothesis is not spent: {status:#}"
+    );
+    assert!(
+        jobs_of(&home, "experiment").is_empty(),
+        "no experiment queued"
+    );
+    drop(api);
 }

@@ -790,3 +790,102 @@ fn o20_a_real_cli_worker_rate_limited_is_queued_again_and_kept() {
         "the edit of the run after the backpressure is kept"
     );
 }
+
+// A worker whose runtime turns out unable to run (Claude Code refused by its model API: HTTP 401,
+// a key the API does not accept, after the readiness check passed) is an environment fault, not a
+// verdict: `optimize run` stops with exit 3 saying why in words, records no experiment, spends
+// no hypothesis (status still lists it, the report has no blank reason); after the fix,
+// `optimize resume` starts the same experiment's job again and keeps its edit.
+#[test]
+fn a_worker_that_cannot_run_stops_the_run_and_resume_after_the_fix_runs_it() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    assert!(
+        on_path("claude"),
+        "`claude` is not on PATH: scripts/test installs it"
+    );
+    let fake = FakeModel::start();
+    let user = AgentUser::new(&fake);
+    let refused = Arc::new(AtomicBool::new(true));
+    let refusing = refused.clone();
+    fake.respond(move |s: &Seen| {
+        if refusing.load(Ordering::SeqCst) {
+            return Reply::Error(401, "invalid x-api-key".into());
+        }
+        if !s.is_agent_turn() {
+            return Reply::Text("title".into());
+        }
+        match s.n_tool_results {
+            0 => Reply::Shell(format!(
+                "cat > src/count.sh <<'SKILLFORGE_EOF'\n{COUNT_SH_DIRECT}SKILLFORGE_EOF"
+            )),
+            _ => Reply::Text("Added each value directly.".into()),
+        }
+    });
+    let repo = project();
+    let work = tempfile::tempdir().unwrap();
+    let spec = spec(work.path(), "claude", "");
+    let home = Home::embedded();
+    let repo_arg = repo.path().display().to_string();
+    ok(
+        &optimize(
+            &home,
+            &user,
+            &["--json", "init", "--spec", &spec, "--repo", &repo_arg],
+        ),
+        "init",
+    );
+    let run = optimize(&home, &user, &["run", "--spec", &spec]);
+    let stderr = String::from_utf8_lossy(&run.stderr).to_string();
+    assert_eq!(run.status.code(), Some(3), "{stderr}\n{}", home.logs());
+    assert!(
+        stderr.contains("the worker of exp-001 could not run")
+            && stderr.contains("agent runtime `claude` is not authenticated")
+            && stderr.contains("optimize resume"),
+        "why, in words, and what to do:\n{stderr}"
+    );
+    assert!(!stderr.contains("no runnable hypothesis left"), "{stderr}");
+    let status = ok(
+        &optimize(&home, &user, &["--json", "status", "--spec", &spec]),
+        "status",
+    );
+    assert_eq!(status["experiments"], serde_json::json!([]), "{status:#}");
+    assert_eq!(
+        status["backlog"][0]["id"], "h-direct",
+        "the hypothesis stays runnable: {status:#}"
+    );
+    let report = ok(
+        &optimize(&home, &user, &["--json", "report", "--spec", &spec]),
+        "report",
+    )["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        report.contains("not authenticated") && !report.contains("not_runnable"),
+        "the report says why in words:\n{report}"
+    );
+    // The fix: the model API accepts the key now. Resume runs the same experiment.
+    refused.store(false, Ordering::SeqCst);
+    let resume = optimize(&home, &user, &["--json", "resume", "--spec", &spec]);
+    let stderr = String::from_utf8_lossy(&resume.stderr).to_string();
+    ok(&resume, "resume");
+    let status = ok(
+        &optimize(&home, &user, &["--json", "status", "--spec", &spec]),
+        "status",
+    );
+    assert_eq!(
+        (
+            status["experiments"][0]["experiment"].as_u64(),
+            status["experiments"][0]["outcome"].as_str()
+        ),
+        (Some(1), Some("kept")),
+        "{status:#}\n{stderr}\n{}",
+        home.logs()
+    );
+    assert_eq!(
+        git(repo.path(), &["show", "optimize/ops:src/count.sh"]).trim(),
+        COUNT_SH_DIRECT.trim(),
+        "the edit of the resumed experiment is kept"
+    );
+}

@@ -127,17 +127,46 @@ fn verify_with_an_idempotency_key_returns_the_recorded_result_without_running_ag
     );
 }
 
+// A `--repo` that does not exist, or is not a git repository, is the user's mistake: `verify`
+// and `check` exit 2 saying so before anything is queued (nothing enqueued, no job to wait for).
 #[test]
-fn verify_of_a_path_the_worker_cannot_see_fails_clearly() {
+fn a_repo_that_does_not_exist_or_is_not_git_is_refused_before_anything_is_queued() {
     let home = Home::embedded();
-    let missing = home.path().join("no-such-repo");
-    let (code, report, _) = verify(&home, &[], &missing, &["true"]);
-    assert_eq!(code, Some(3));
-    assert_eq!(report["verdict"], Value::Null);
-    let error = report["error"].as_str().unwrap();
-    assert!(
-        error.contains("no-such-repo") && error.contains("does not exist"),
-        "{error}"
+    let plain = home.path().join("plain-dir");
+    std::fs::create_dir_all(&plain).unwrap();
+    let plain = plain.display().to_string();
+    for (repo, said) in [
+        ("./nope", "no such directory"),
+        (plain.as_str(), "not a git repository"),
+    ] {
+        for args in [
+            vec!["verify", "--repo", repo, "--", "true"],
+            vec![
+                "check", "--repo", repo, "--base", "HEAD~1", "--head", "HEAD",
+            ],
+        ] {
+            let out = home
+                .cmd()
+                .current_dir(home.path())
+                .args(&args)
+                .output()
+                .unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+            assert!(
+                stderr.contains(&format!("--repo `{repo}`: {said}")),
+                "{args:?}: {stderr}"
+            );
+            assert!(
+                !stderr.contains("class=") && !stderr.contains("on worker"),
+                "no library error, no worker: {args:?}: {stderr}"
+            );
+        }
+    }
+    assert_eq!(
+        home.json(&["jobs", "list"]),
+        serde_json::json!([]),
+        "nothing enqueued"
     );
 }
 
@@ -502,45 +531,59 @@ fn verify_on_a_worker_that_cannot_see_the_checkout_with_and_without_a_remote() {
 }
 
 // A revision the repository does not have is the user's mistake: exit 2 naming it and how to get
-// it, checked before any job is queued (nothing enqueued).
+// it, checked before any job is queued (nothing enqueued). A remote-tracking name of a remote the
+// repository does not have (`origin/main` with no remote) says so and asks for a local ref; a
+// remote it has suggests fetching from it.
 #[test]
 fn an_unknown_revision_is_refused_before_anything_is_queued() {
     let (repo, _, _) = skillforge_tests::two_commit_repo();
     let home = Home::embedded();
     let path = repo.path().to_str().unwrap();
-    for args in [
-        vec![
-            "verify",
-            "--repo",
-            path,
-            "--rev",
-            "no-such-rev",
-            "--",
-            "true",
-        ],
-        vec![
-            "check",
-            "--repo",
-            path,
-            "--base",
-            "origin/main",
-            "--head",
-            "HEAD",
-        ],
-    ] {
-        let out = home.run(&args);
-        let stderr = String::from_utf8_lossy(&out.stderr);
+    let refused = |args: &[&str]| {
+        let out = home.run(args);
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
-        let rev = if args[0] == "verify" {
-            "no-such-rev"
-        } else {
-            "origin/main"
-        };
-        assert!(
-            stderr.contains(rev) && stderr.contains("git fetch"),
-            "{args:?}: {stderr}"
-        );
-    }
+        stderr
+    };
+    let stderr = refused(&[
+        "verify",
+        "--repo",
+        path,
+        "--rev",
+        "no-such-rev",
+        "--",
+        "true",
+    ]);
+    assert!(
+        stderr.contains("--rev `no-such-rev` is not a commit of")
+            && stderr.contains("check the name"),
+        "{stderr}"
+    );
+    let check = [
+        "check",
+        "--repo",
+        path,
+        "--base",
+        "origin/main",
+        "--head",
+        "HEAD",
+    ];
+    let stderr = refused(&check);
+    assert!(
+        stderr.contains("no remote `origin`")
+            && stderr.contains("give --base a local ref")
+            && !stderr.contains("git fetch"),
+        "no fetch from a remote that is not there: {stderr}"
+    );
+    // with a remote `origin` that lacks the branch: fetch it from there
+    let forge = tempfile::tempdir().unwrap();
+    git(forge.path(), &["init", "-q", "--bare"]);
+    git(
+        repo.path(),
+        &["remote", "add", "origin", forge.path().to_str().unwrap()],
+    );
+    let stderr = refused(&check);
+    assert!(stderr.contains("git fetch origin main"), "{stderr}");
     assert_eq!(
         home.json(&["jobs", "list"]),
         serde_json::json!([]),

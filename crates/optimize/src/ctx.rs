@@ -268,3 +268,52 @@ pub(crate) fn passed(job: &skillforge_engine::Job) -> bool {
         .as_ref()
         .is_some_and(|o| o.exit == ExitClass::Passed)
 }
+
+/// The reason a job that could not run here (`not_runnable`: a runtime not logged in, a model
+/// API out of reach, a missing program) gave, in one line; `None` for any other ending. Such a
+/// job is an environment fault, not a verdict on what it was asked to do.
+pub(crate) fn not_runnable_reason(job: &skillforge_engine::Job) -> Option<String> {
+    match &job.outcome.as_ref()?.exit {
+        ExitClass::NotRunnable { reason } => Some(
+            reason
+                .lines()
+                .map(str::trim)
+                .find(|l| !l.is_empty())
+                .unwrap_or("the job could not start on its worker (it gave no reason)")
+                .to_owned(),
+        ),
+        _ => None,
+    }
+}
+
+/// Why a finished job did not pass, in one line and never blank: the job's error, else the
+/// reason it could not run, else its exit class with the last non-empty line of its stderr.
+pub(crate) fn failure_reason(job: &skillforge_engine::Job) -> String {
+    let one_line = |s: &str| {
+        s.lines()
+            .map(str::trim)
+            .find(|l| !l.is_empty())
+            .map(str::to_owned)
+    };
+    if let Some(e) = job.error.as_deref().and_then(one_line) {
+        return e;
+    }
+    if let Some(reason) = not_runnable_reason(job) {
+        return format!("could not run: {reason}");
+    }
+    match &job.outcome {
+        Some(o) => {
+            let last = o
+                .stderr_tail
+                .lines()
+                .rev()
+                .map(str::trim)
+                .find(|l| !l.is_empty());
+            match last {
+                Some(line) => format!("{} ({line})", o.exit.label().replace('_', " ")),
+                None => format!("{} (no output on stderr)", o.exit.label().replace('_', " ")),
+            }
+        }
+        None => format!("ended {} without an outcome", job.state),
+    }
+}

@@ -80,6 +80,17 @@ pub enum OptimizeError {
     /// Another control plane drives this run ([`lock::RunLock`]); the message names it.
     #[error("{0}")]
     Busy(String),
+    /// Experiment `experiment`'s worker job could not run here (`not_runnable`: its runtime not
+    /// logged in, its model API out of reach, its program missing): an environment fault, not a
+    /// verdict on the hypothesis; the loop stops with [`stopping::StopReason::NotRunnable`] and
+    /// keeps the experiment's receipt, so a resumed run starts the job again.
+    #[error("exp-{experiment:03}'s worker could not run: {reason}")]
+    NotRunnable {
+        /// The experiment number.
+        experiment: u32,
+        /// The job's not-runnable reason, one line.
+        reason: String,
+    },
 }
 
 /// A failed atomic write is an [`OptimizeError::Env`] naming the file and the step.

@@ -176,9 +176,27 @@ fn explain(s: &mut String, e: &Entry, primary: &str) {
         );
     }
     for l in &e.learnings {
-        let _ = writeln!(s, "- {l}");
+        let _ = writeln!(s, "- {}", never_blank(l));
     }
     s.push('\n');
+}
+
+/// A learning recorded before failures carried their reason (`the worker failed: not_runnable `)
+/// says what the bare exit class means instead of ending blank.
+fn never_blank(learning: &str) -> String {
+    let trimmed = learning.trim_end();
+    match trimmed.rsplit_once(": ") {
+        Some((head, "not_runnable")) => format!(
+            "{head}: could not run on its worker (an environment fault such as a runtime not logged in; no reason was recorded)"
+        ),
+        Some((head, label)) if ["failed", "timed_out", "killed"].contains(&label) => {
+            format!(
+                "{head}: {} (no reason was recorded)",
+                label.replace('_', " ")
+            )
+        }
+        _ => trimmed.to_owned(),
+    }
 }
 
 /// Writes `report.md`.
@@ -197,6 +215,27 @@ mod tests {
     use super::*;
     use crate::decide::Measured;
     use crate::log::{Entry, Outcome};
+
+    // A learning recorded before failures carried their reason never ends blank.
+    #[test]
+    fn a_bare_exit_class_learning_is_said_in_words() {
+        for (learning, expected) in [
+            (
+                "the worker failed: not_runnable ",
+                "the worker failed: could not run on its worker (an environment fault such as a runtime not logged in; no reason was recorded)",
+            ),
+            (
+                "the worker failed: timed_out",
+                "the worker failed: timed out (no reason was recorded)",
+            ),
+            (
+                "the worker failed: could not run: agent runtime `claude` is not authenticated",
+                "the worker failed: could not run: agent runtime `claude` is not authenticated",
+            ),
+        ] {
+            assert_eq!(never_blank(learning), expected, "{learning}");
+        }
+    }
 
     // O-65
     #[test]

@@ -518,6 +518,13 @@ pub async fn run(ctx: &Ctx<'_>) -> Result<RunSummary, OptimizeError> {
         log.run_state.stop_reason = None;
         log.notes.push("continued after a manual stop".into());
     }
+    if let Some(StopReason::NotRunnable(why)) = &log.run_state.stop_reason {
+        // an environment fault paused the run; running it again (after the fix) continues it
+        log.notes.push(format!(
+            "continued after a stop on a job that could not run ({why})"
+        ));
+        log.run_state.stop_reason = None;
+    }
     if log.run_state.stop_reason.is_some() {
         super::report::write(ctx, &log)?;
         return Ok(summary(&log));
@@ -596,7 +603,15 @@ pub async fn run(ctx: &Ctx<'_>) -> Result<RunSummary, OptimizeError> {
             pending
         };
         for n in &batch {
-            super::steps::experiment::collect(ctx, &mut log, *n).await?;
+            match super::steps::experiment::collect(ctx, &mut log, *n).await {
+                Err(OptimizeError::NotRunnable { experiment, reason }) => {
+                    // the receipt stays: `resume` starts the job again, the hypothesis unspent
+                    log.run_state.active_seconds += started.elapsed().as_secs_f64();
+                    let why = format!("the worker of exp-{experiment:03} could not run: {reason}");
+                    return finish(ctx, log, StopReason::NotRunnable(why));
+                }
+                other => other?,
+            }
             if ctx.stop.load(Ordering::SeqCst) {
                 log.run_state.active_seconds += started.elapsed().as_secs_f64();
                 ctx.save(&log, "manual stop", |_| true)?;

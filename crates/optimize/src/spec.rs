@@ -524,6 +524,10 @@ impl Spec {
                 }
                 let path = e.path().to_string();
                 let inner = e.into_inner().to_string();
+                // serde_norway's message may start with the same path: say it once
+                let inner = inner
+                    .strip_prefix(&format!("{path}: "))
+                    .map_or(inner.clone(), str::to_owned);
                 return Err(OptimizeError::Invalid(if path == "." || path.is_empty() {
                     format!("invalid spec `{file}`: {inner}")
                 } else {
@@ -791,6 +795,20 @@ fn problems_error(file: &str, mut problems: Vec<(String, String)>) -> OptimizeEr
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // An invalid enum value names its path once (issue: `metric.primary.direction` twice).
+    #[test]
+    fn a_bad_value_names_its_path_once() {
+        let text = "name: x\ndescription: d\nmetric:\n  primary: { name: ops, direction: upward }\n\
+                    measurement: { command: sh m.sh }\nscope: { mutable: [src] }\n";
+        let err = Spec::parse(text, "x.yml").unwrap_err().to_string();
+        assert_eq!(
+            err.matches("metric.primary.direction").count(),
+            1,
+            "the path once: {err}"
+        );
+        assert!(err.contains("unknown variant `upward`"), "{err}");
+    }
 
     /// A valid spec used across the optimize tests.
     pub(crate) const SPEC: &str = "\

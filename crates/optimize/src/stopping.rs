@@ -32,6 +32,11 @@ pub enum StopReason {
     /// cap) and the spec gives no estimate; the detail says which cap and what to do
     /// (issue 31 item 7: an unknown spend never passes a cap silently).
     SpendUnknown(String),
+    /// An experiment's job could not run on this machine (its runtime not logged in, its model
+    /// API out of reach, its program missing): an environment fault, not a verdict on the
+    /// hypothesis, which stays runnable. The detail names the experiment and the job's reason.
+    /// Like [`StopReason::ManualStop`], running the run again continues it (the job starts again).
+    NotRunnable(String),
 }
 
 impl StopReason {
@@ -54,6 +59,9 @@ impl StopReason {
             StopReason::NothingRunnable => "no runnable hypothesis left".into(),
             StopReason::Blocked(what) => format!("blocked: {what}"),
             StopReason::SpendUnknown(why) => format!("spend cap cannot be enforced: {why}"),
+            StopReason::NotRunnable(why) => format!(
+                "stopped, nothing spent: {why}; fix that, then `optimize resume` starts the same experiment again (its hypothesis is not used up)"
+            ),
         }
     }
 }

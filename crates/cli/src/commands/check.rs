@@ -56,6 +56,7 @@ async fn check(ctx: &Context, args: CheckArgs) -> Result<Finished, CliError> {
     let announce = checkers_note(&checkers);
     let repo = std::path::absolute(&args.repo)
         .map_err(|e| CliError::usage(anyhow!("repository path `{}`: {e}", args.repo.display())))?;
+    crate::control::args::check_repo(&args.repo, &repo)?;
     crate::control::args::check_revision(&repo, &args.base, "--base")?;
     crate::control::args::check_revision(&repo, &args.head, "--head")?;
     let payload = CheckerPayload::commits(repo, args.base.clone(), args.head.clone(), checkers);

@@ -31,19 +31,19 @@ pub enum JobsCommand {
     List(ListArgs),
     /// Show one job: attempts, lease, outcome, output tails.
     Show {
-        /// Job id.
+        /// Job id, or a unique prefix of it (at least 8 characters).
         id: String,
     },
     /// Print a job's output as its runner writes it (`--follow`: until the job ends).
     Logs(logs::LogsArgs),
     /// Cancel a job (a running one is killed within one heartbeat).
     Cancel {
-        /// Job id.
+        /// Job id, or a unique prefix of it (at least 8 characters).
         id: String,
     },
     /// Re-queue a failed, dead, cancelled or stale job with a fresh attempt budget.
     Retry {
-        /// Job id.
+        /// Job id, or a unique prefix of it (at least 8 characters).
         id: String,
         /// Set an environment variable of the command for the new attempts, replacing its
         /// value (`NAME=VALUE`, repeatable); e.g. a token the first attempts lacked.
@@ -146,13 +146,69 @@ pub async fn run(ctx: &Context, cmd: JobsCommand) -> CliResult {
     match cmd {
         JobsCommand::Submit(args) => submit(ctx, args).await,
         JobsCommand::List(args) => list(ctx, args).await,
-        JobsCommand::Show { id } => show(ctx, &id).await,
-        JobsCommand::Logs(args) => logs::logs(ctx, args).await,
-        JobsCommand::Cancel { id } => cancel(ctx, &id).await,
-        JobsCommand::Retry { id, env } => retry(ctx, &id, &env).await,
+        JobsCommand::Show { id } => show(ctx, &full_id(ctx, &id).await?).await,
+        JobsCommand::Logs(mut args) => {
+            args.id = full_id(ctx, &args.id).await?;
+            logs::logs(ctx, args).await
+        }
+        JobsCommand::Cancel { id } => cancel(ctx, &full_id(ctx, &id).await?).await,
+        JobsCommand::Retry { id, env } => retry(ctx, &full_id(ctx, &id).await?, &env).await,
         JobsCommand::Purge { id } => purge(ctx, &id).await,
         JobsCommand::ResubmitLost => resubmit_lost(ctx).await,
         JobsCommand::Prune(args) => prune::prune(ctx, args).await,
+    }
+}
+
+/// The shortest prefix of a job id that `jobs show|logs|cancel|retry` accept in its place.
+pub const MIN_ID_PREFIX: usize = 8;
+
+/// The job id `given` stands for: itself when the queue has that job (or its pruned record),
+/// else the one job whose id starts with it when it has at least [`MIN_ID_PREFIX`] characters.
+///
+/// # Errors
+/// Exit 2: no job starts with it, or several do (their ids listed), or it is too short a
+/// prefix; exit 3 when the queue cannot be read.
+async fn full_id(ctx: &Context, given: &str) -> Result<String, CliError> {
+    let backend = ctx.queue().await?;
+    // a record that cannot be read is the command's to report, by its full id
+    if !backend.get(given).await.is_ok_and(|j| j.is_none())
+        || backend.tombstone(given).await.is_ok_and(|t| t.is_some())
+    {
+        return Ok(given.to_owned());
+    }
+    let (jobs, _) = backend.list_readable(None, usize::MAX).await?;
+    let mut matching: Vec<&str> = jobs
+        .iter()
+        .map(|j| j.id.as_str())
+        .filter(|id| !given.is_empty() && id.starts_with(given))
+        .collect();
+    matching.sort_unstable();
+    matching.dedup();
+    let listed = |ids: &[&str]| {
+        let shown: Vec<&str> = ids.iter().take(10).copied().collect();
+        let more = ids.len() - shown.len();
+        let more = if more > 0 {
+            format!(", and {more} more")
+        } else {
+            String::new()
+        };
+        format!("{}{more}", shown.join(", "))
+    };
+    match matching.as_slice() {
+        [] => Err(CliError::usage(anyhow!(
+            "no job `{given}` (and no job id starts with it): `skillforge jobs list` shows the ids"
+        ))),
+        some if given.chars().count() < MIN_ID_PREFIX => Err(CliError::usage(anyhow!(
+            "no job `{given}`: a job id prefix needs at least {MIN_ID_PREFIX} characters (the id{} starting with it: {}); give the full id",
+            if some.len() == 1 { "" } else { "s" },
+            listed(some)
+        ))),
+        [one] => Ok((*one).to_owned()),
+        many => Err(CliError::usage(anyhow!(
+            "job id prefix `{given}` is ambiguous: {} jobs start with it ({}); give more characters or the full id",
+            many.len(),
+            listed(many)
+        ))),
     }
 }
 

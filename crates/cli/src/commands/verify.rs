@@ -100,6 +100,7 @@ async fn verify(ctx: &Context, args: VerifyArgs) -> Result<Finished, CliError> {
     // Resolve a relative path on this machine (a fleet gets a URL or a bundle instead, below).
     let repo = std::path::absolute(&args.repo)
         .map_err(|e| CliError::usage(anyhow!("repository path `{}`: {e}", args.repo.display())))?;
+    crate::control::args::check_repo(&args.repo, &repo)?;
     crate::control::args::check_revision(&repo, &args.rev, "--rev")?;
     let mut payload = SandboxPayload::new(repo, args.rev.clone(), args.commands.clone());
     payload.timeout_secs = Some(args.timeout);

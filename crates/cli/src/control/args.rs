@@ -63,9 +63,39 @@ pub fn queue_label(ctx: &Context) -> String {
     }
 }
 
-/// Refuses (exit 2) a revision that a repository on this machine does not have, before any job
-/// is queued: `flag` names where it came from (`--base`). A path that is not a git repository
-/// here (one only the workers see) is left to the job.
+/// Refuses (exit 2), before any job is queued, a `--repo` that is not a git repository on this
+/// machine: a job reads it here (the embedded queue's workers share this disk) or ships it from
+/// here (a queue whose workers do not). `given` is the path as typed, `repo` its absolute form.
+///
+/// # Errors
+/// Exit 2 saying `--repo `./nope`: no such directory` (or not a directory, or not a git
+/// repository) and what to do.
+pub fn check_repo(
+    given: &std::path::Path,
+    repo: &std::path::Path,
+) -> Result<(), crate::exit::CliError> {
+    let shown = given.display();
+    if !repo.exists() {
+        return Err(CliError::usage(anyhow!(
+            "--repo `{shown}`: no such directory: give the path of a git repository on this machine"
+        )));
+    }
+    if !repo.is_dir() {
+        return Err(CliError::usage(anyhow!(
+            "--repo `{shown}`: not a directory: give the path of a git repository on this machine"
+        )));
+    }
+    if skillforge_stage::git::git(repo, &["rev-parse", "--git-dir"]).is_err() {
+        return Err(CliError::usage(anyhow!(
+            "--repo `{shown}`: not a git repository: give the repository's own directory (or run `git init` there and commit)"
+        )));
+    }
+    Ok(())
+}
+
+/// Refuses (exit 2) a revision that the repository `repo` (checked by [`check_repo`]) does not
+/// have, before any job is queued: `flag` names where it came from (`--base`). A
+/// remote-tracking name (`origin/main`) of a remote the repository does not have says so.
 ///
 /// # Errors
 /// Exit 2 naming the revision, the repository and how to get it.
@@ -74,22 +104,57 @@ pub fn check_revision(
     rev: &str,
     flag: &str,
 ) -> Result<(), crate::exit::CliError> {
-    if skillforge_stage::git::git(repo, &["rev-parse", "--git-dir"]).is_err() {
+    let git = |args: &[&str]| skillforge_stage::git::git(repo, args);
+    if git(&["rev-parse", "--git-dir"]).is_err() {
         return Ok(());
     }
-    match skillforge_stage::git::git(
-        repo,
-        &[
-            "rev-parse",
-            "--verify",
-            "--quiet",
-            &format!("{rev}^{{commit}}"),
-        ],
-    ) {
-        Ok(_) => Ok(()),
-        Err(_) => Err(crate::exit::CliError::usage(anyhow::anyhow!(
-            "{flag} `{rev}` is not a commit of {}: fetch it (e.g. `git fetch origin main`) or name another one",
-            repo.display()
-        ))),
+    if git(&[
+        "rev-parse",
+        "--verify",
+        "--quiet",
+        &format!("{rev}^{{commit}}"),
+    ])
+    .is_ok()
+    {
+        return Ok(());
     }
+    let remotes = git(&["remote"]).unwrap_or_default();
+    let remotes: Vec<&str> = remotes
+        .lines()
+        .map(str::trim)
+        .filter(|r| !r.is_empty())
+        .collect();
+    if let Some((remote, branch)) = rev.split_once('/')
+        && !remote.is_empty()
+        && !branch.is_empty()
+        && !remotes.contains(&remote)
+    {
+        let have = if remotes.is_empty() {
+            "it has none".to_owned()
+        } else {
+            format!(
+                "it has {}",
+                remotes
+                    .iter()
+                    .map(|r| format!("`{r}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        };
+        return Err(CliError::usage(anyhow!(
+            "{flag} `{rev}` is not a commit of {}: the repository has no remote `{remote}` ({have}) and no branch `{rev}`: give {flag} a local ref, e.g. `{branch}`, `HEAD~1` or a commit id",
+            repo.display()
+        )));
+    }
+    let fetch = match rev.split_once('/') {
+        Some((remote, branch)) if remotes.contains(&remote) => {
+            format!("fetch it (`git fetch {remote} {branch}`)")
+        }
+        _ => "check the name (`git log --oneline` lists commits, `git branch -a` branches)"
+            .to_owned(),
+    };
+    Err(CliError::usage(anyhow!(
+        "{flag} `{rev}` is not a commit of {}: {fetch} or name another one",
+        repo.display()
+    )))
 }

@@ -183,11 +183,43 @@ pub async fn submit_worker(
         ctx.ship_experiment(&mut spec, &worktree, &transcripts)
             .await?;
     }
-    ctx.port
+    let enqueued = ctx
+        .port
         .submit(&spec)
         .await
-        .map(|e| e.job_id)
-        .map_err(|e| OptimizeError::Queue(format!("enqueue the exp-{n:03} worker: {e}")))
+        .map_err(|e| OptimizeError::Queue(format!("enqueue the exp-{n:03} worker: {e}")))?;
+    if !enqueued.created {
+        restart_not_runnable(ctx, &enqueued.job_id, &spec, n).await?;
+    }
+    Ok(enqueued.job_id)
+}
+
+/// A worker job under this experiment's key that ended because it could not run (a runtime not
+/// logged in then, say) starts again with this submit's payload: the run stopped on it and was
+/// resumed after the fix. Any other job is left as it is.
+async fn restart_not_runnable(
+    ctx: &Ctx<'_>,
+    id: &str,
+    spec: &skillforge_engine::JobSpec,
+    n: u32,
+) -> Result<(), OptimizeError> {
+    let queue = |e: skillforge_engine::EngineError| {
+        OptimizeError::Queue(format!("start the exp-{n:03} worker again: {e}"))
+    };
+    let Some(job) = ctx.port.get(id).await.map_err(queue)? else {
+        return Ok(());
+    };
+    let ended = matches!(
+        job.state,
+        skillforge_engine::JobState::Failed | skillforge_engine::JobState::Dead
+    );
+    if let Some(reason) = crate::ctx::not_runnable_reason(&job).filter(|_| ended) {
+        ctx.port
+            .restart(id, spec, &format!("it could not run: {reason}"))
+            .await
+            .map_err(queue)?;
+    }
+    Ok(())
 }
 
 /// The capacity class of a worker job that ended on its runtime's rate limit or overload (429,
@@ -282,6 +314,14 @@ pub(crate) async fn collect_worker(
             .await
             .map_err(|e| OptimizeError::Queue(format!("queue the exp-{n:03} worker again: {e}")))?;
     };
+    if let Some(reason) = crate::ctx::not_runnable_reason(&job) {
+        // An environment fault, not a verdict: nothing is recorded against the hypothesis; the
+        // receipt stays so a resumed run starts this job again ([`submit_worker`]).
+        return Err(OptimizeError::NotRunnable {
+            experiment: n,
+            reason,
+        });
+    }
     let worktree = ctx.root.experiment_worktree(n);
     if ctx.spec.remote_url().is_none() {
         ctx.bring_back_experiment(&job).await?;
@@ -327,19 +367,7 @@ pub(crate) async fn collect_worker(
             refused,
         }
     } else {
-        let why = job
-            .error
-            .clone()
-            .or_else(|| {
-                job.outcome.as_ref().map(|o| {
-                    format!(
-                        "{} {}",
-                        o.exit.label(),
-                        o.stderr_tail.lines().last().unwrap_or("")
-                    )
-                })
-            })
-            .unwrap_or_else(|| job.state.to_string());
+        let why = crate::ctx::failure_reason(&job);
         WorkerResult {
             ok: false,
             message: format!("the worker {}: {why}", job.state),

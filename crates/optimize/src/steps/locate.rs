@@ -51,10 +51,7 @@ pub async fn locate(
             .await?;
         let job = ctx.run_one(spec, "locating").await?;
         if !passed(&job) {
-            let why = job.outcome.as_ref().map_or_else(
-                || job.state.to_string(),
-                |o| format!("{} {}", o.exit.label(), o.stderr_tail.trim()),
-            );
+            let why = crate::ctx::failure_reason(&job);
             let reason = format!(
                 "the locating measurement for {id} (`{command}`) could not be taken: {why}; implementing without it is not allowed"
             );

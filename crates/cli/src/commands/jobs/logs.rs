@@ -33,7 +33,7 @@ fn follow_fallback() -> Duration {
 /// Arguments of `jobs logs`.
 #[derive(Debug, Args)]
 pub struct LogsArgs {
-    /// Job id.
+    /// Job id, or a unique prefix of it (at least 8 characters).
     pub id: String,
     /// Keep printing output as it is written until the job ends (terminal or `stale`); a job
     /// re-queued for another attempt is followed into it.

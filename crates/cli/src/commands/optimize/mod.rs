@@ -15,13 +15,14 @@
 //!
 //! Exit codes: 0 ok; 2 invalid spec, a spec changed since `init`, or no run; 3 environment
 //! (git, queue, unwritable state, a baseline that cannot be measured, another control plane
-//! holding the run). `run`/`resume` end by their stop reason:
+//! holding the run, a runtime that cannot run here with the embedded queue). `run`/`resume` end by their stop reason:
 //!
 //! | stop reason | exit |
 //! |---|---|
 //! | `target_reached`, `max_iterations`, `max_hours`, `max_wall_hours`, `plateau`, `spend_cap`, `nothing_runnable` | 0 (a criterion of the spec ended the run) |
 //! | `blocked` (a locating measurement that decides keep-or-skip cannot be taken) | 3 |
 //! | `spend_unknown` (a cost cap with agent runs that reported no cost and no estimate, or a tokens cap with runs that reported no tokens) | 3 |
+//! | `not_runnable` (an experiment's job could not run here: `resume` after the fix starts it again; the hypothesis is not spent) | 3 |
 //! | `manual_stop` (SIGINT/SIGTERM: paused, `run` again continues the same batch) | 4 |
 
 use std::io::IsTerminal;
@@ -123,6 +124,7 @@ async fn init(ctx: &Context, a: SpecArgs) -> CliResult {
     if let Some(note) = runtime_note(&text) {
         eprintln!("{note}");
     }
+    check_runtimes(ctx, &spec, "init").await?;
     let root = StateRoot::new(&ctx.home, &spec.name);
     let existed = root.root.exists();
     let parent = root.root.parent().map(std::path::Path::to_path_buf);
@@ -190,6 +192,60 @@ fn runtime_note(text: &str) -> Option<String> {
     })
 }
 
+/// The runtimes the spec runs on this machine whose program is installed here: the workers'
+/// (`execution.runtime`, unless a remote backend runs them elsewhere) and the judges'. A runtime
+/// not installed here is not checked (its job fails at once, naming the missing program).
+fn local_runtimes(spec: &Spec) -> Vec<&str> {
+    let mut runtimes = Vec::new();
+    if spec.remote_url().is_none() {
+        runtimes.push(spec.execution.runtime.as_str());
+    }
+    if let Some(judge) = &spec.metric.judge {
+        runtimes.push(judge.runtime_for(&spec.execution));
+    }
+    runtimes.retain(|r| {
+        skillforge_runner_agent::find(r)
+            .is_ok_and(|p| crate::control::model_api::installed(&p.program))
+    });
+    runtimes.dedup();
+    runtimes
+}
+
+/// Before any experiment: whether the spec's runtimes can run on this machine (credentials,
+/// model API reachable; [`crate::control::model_api::readiness_problems`], the checks `eval
+/// forge` makes). With the embedded queue the experiments run here, so a problem refuses
+/// `command` (exit 3, nothing written, no hypothesis spent); with a shared queue a worker
+/// elsewhere may have what this machine lacks, so it is said as a warning.
+async fn check_runtimes(ctx: &Context, spec: &Spec, command: &str) -> Result<(), CliError> {
+    let runtimes = local_runtimes(spec);
+    if runtimes.is_empty() {
+        return Ok(());
+    }
+    let problems = crate::control::model_api::readiness_problems(&runtimes).await;
+    if problems.is_empty() {
+        return Ok(());
+    }
+    let embedded = matches!(ctx.queue_url, skillforge_engine::open::QueueUrl::Sqlite(_));
+    if embedded {
+        return Err(CliError::env(anyhow!(
+            "`optimize {command}` cannot run the experiments on this machine (the embedded queue runs them here): {}; \
+             {}: fix that and run `optimize {command}` again",
+            problems.join("; and "),
+            if command == "init" {
+                "nothing was written"
+            } else {
+                "no experiment was started and no hypothesis was spent"
+            }
+        )));
+    }
+    for problem in problems {
+        eprintln!(
+            "warning: experiments cannot run on this machine: {problem}; a worker elsewhere on the shared queue must have what it needs"
+        );
+    }
+    Ok(())
+}
+
 fn machine() -> String {
     std::fs::read_to_string("/etc/hostname")
         .map(|h| h.trim().to_owned())
@@ -213,6 +269,7 @@ async fn run_loop(ctx: &Context, a: SpecArgs, resume: bool) -> CliResult {
     if let Some(note) = runtime_note(&text) {
         eprintln!("{note}");
     }
+    check_runtimes(ctx, &spec, if resume { "resume" } else { "run" }).await?;
     let backend = ctx.queue().await?;
     let jobs = CliJobs::new(ctx, backend.clone(), ctx.store().await?);
     let events = printer(ctx.json);
@@ -277,7 +334,9 @@ async fn run_loop(ctx: &Context, a: SpecArgs, resume: bool) -> CliResult {
 /// The exit code of a finished `run`/`resume` by its stop reason (module docs).
 fn exit_for(reason: Option<&StopReason>) -> u8 {
     match reason {
-        Some(StopReason::Blocked(_) | StopReason::SpendUnknown(_)) => ENVIRONMENT,
+        Some(StopReason::Blocked(_) | StopReason::SpendUnknown(_) | StopReason::NotRunnable(_)) => {
+            ENVIRONMENT
+        }
         Some(StopReason::ManualStop) => WAITING,
         _ => OK,
     }
