@@ -87,9 +87,11 @@ fn help(runtime: &str) -> String {
 /// Checks that `runtime` has a usable credential, given the worker's environment `env` and the
 /// user's home `home`.
 ///
-/// * `claude`: an `ANTHROPIC_API_KEY` / `CLAUDE_CODE_OAUTH_TOKEN` in the environment, else
-///   `~/.claude/.credentials.json`'s `claudeAiOauth.accessToken`, refused when `expiresAt` (ms)
-///   has passed — an expired token is no token.
+/// * `claude`: an `ANTHROPIC_API_KEY` / `CLAUDE_CODE_OAUTH_TOKEN` / `ANTHROPIC_AUTH_TOKEN` in the
+///   environment, or `CLAUDE_CODE_USE_BEDROCK=1` / `CLAUDE_CODE_USE_VERTEX=1`, else
+///   `.credentials.json` in `$CLAUDE_CONFIG_DIR` (default `~/.claude`): its
+///   `claudeAiOauth.accessToken`, refused when `expiresAt` (ms) has passed — an expired token is
+///   no token.
 /// * `codex`: with `CODEX_FORCE_AUTH_JSON` unset or truthy, `$CODEX_HOME/auth.json` (default
 ///   `~/.codex/auth.json`) must be
 ///   readable JSON, whatever `OPENAI_API_KEY` says (no quiet fallback to a billed key);
@@ -107,13 +109,26 @@ pub fn preflight(
     let set = |k: &str| env.get(k).is_some_and(|v| !v.trim().is_empty());
     match runtime {
         "claude" => {
+            // A key or token in the environment, or a cloud provider whose own credentials
+            // Claude Code uses (Bedrock, Vertex): nothing of Claude's to read.
             if set("ANTHROPIC_API_KEY")
                 || set("CLAUDE_CODE_OAUTH_TOKEN")
                 || set("ANTHROPIC_AUTH_TOKEN")
+                || env
+                    .get("CLAUDE_CODE_USE_BEDROCK")
+                    .is_some_and(|v| v.trim() == "1")
+                || env
+                    .get("CLAUDE_CODE_USE_VERTEX")
+                    .is_some_and(|v| v.trim() == "1")
             {
                 return Ok(());
             }
-            let path = home.join(".claude/.credentials.json");
+            // Claude Code keeps its login in `$CLAUDE_CONFIG_DIR` when set, else `~/.claude`.
+            let config_dir = env
+                .get("CLAUDE_CONFIG_DIR")
+                .filter(|v| !v.trim().is_empty())
+                .map_or_else(|| home.join(".claude"), PathBuf::from);
+            let path = config_dir.join(".credentials.json");
             let text = std::fs::read_to_string(&path).map_err(|source| {
                 CredentialError::NoClaudeCredential {
                     path: path.clone(),
@@ -195,6 +210,49 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
+    }
+
+    // E-12: Claude's login is read where Claude Code keeps it (`$CLAUDE_CONFIG_DIR` when set), and
+    // a cloud provider's own credentials (Bedrock, Vertex) are not refused.
+    #[test]
+    fn e12_claude_login_is_read_from_its_config_dir_and_cloud_providers_pass() {
+        let home = tempfile::tempdir().unwrap();
+        let config = home.path().join("claude-config");
+        std::fs::create_dir_all(&config).unwrap();
+        std::fs::write(
+            config.join(".credentials.json"),
+            r#"{"claudeAiOauth":{"accessToken":"sk-ant-oat","expiresAt":9000}}"#,
+        )
+        .unwrap();
+        let dir = config.display().to_string();
+        assert!(preflight("claude", &env(&[]), home.path(), 0).is_err());
+        assert!(
+            preflight(
+                "claude",
+                &env(&[("CLAUDE_CONFIG_DIR", &dir)]),
+                home.path(),
+                0
+            )
+            .is_ok()
+        );
+        assert!(
+            preflight(
+                "claude",
+                &env(&[("CLAUDE_CODE_USE_BEDROCK", "1")]),
+                home.path(),
+                0
+            )
+            .is_ok()
+        );
+        assert!(
+            preflight(
+                "claude",
+                &env(&[("CLAUDE_CODE_USE_VERTEX", "1")]),
+                home.path(),
+                0
+            )
+            .is_ok()
+        );
     }
 
     // E-12
