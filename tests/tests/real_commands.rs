@@ -54,6 +54,12 @@ fn answer(seen: &Seen) -> Reply {
             "{\"verdict\": \"yes\", \"explanation\": \"It has numbered steps.\"}".into(),
         );
     }
+    // The challenger's body (`import_challenger`) asks for numbered steps: its answer differs
+    // from the champion's, as two versions' answers do (`ab` records nothing between identical
+    // answers).
+    if prompt.contains("Plan in numbered steps") {
+        return Reply::Text("1. Read the change.\n2. Number each step of the plan.".into());
+    }
     Reply::Text("1. Read the change.\n2. Write the plan.".into())
 }
 
