@@ -764,3 +764,18 @@ pub fn faketime_lib() -> PathBuf {
         .find(|p| p.is_file())
         .expect("libfaketime is installed (apt-get install faketime)")
 }
+
+/// Makes `cmd` run as a user on whose machine Claude Code is not logged in, whatever this
+/// machine's user has: `HOME` is `user_home` (created), Claude's config dir an empty one under it,
+/// and the Anthropic credentials removed from the environment.
+///
+/// # Panics
+/// When `user_home` cannot be created.
+pub fn logged_out_claude<'a>(cmd: &'a mut Command, user_home: &Path) -> &'a mut Command {
+    std::fs::create_dir_all(user_home).expect("create the user's home");
+    cmd.env("HOME", user_home)
+        .env("CLAUDE_CONFIG_DIR", user_home.join(".claude"))
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("ANTHROPIC_AUTH_TOKEN")
+        .env_remove("CLAUDE_CODE_OAUTH_TOKEN")
+}

@@ -1170,18 +1170,8 @@ fn a_dry_run_warns_of_a_runtime_without_credentials() {
     let s = Setup::new();
     let skill = s.skill("tldr", GOOD_SKILL);
     let brief = s.brief(BRIEF_ID, "", "", VERIFY_SHORT);
-    let user = s.path("user-home");
-    std::fs::create_dir_all(&user).unwrap();
-    let user = user.display().to_string();
-    let claude_dir = format!("{user}/.claude");
-    let out = s
-        .home
-        .cmd()
-        .env("HOME", &user)
-        .env("CLAUDE_CONFIG_DIR", &claude_dir)
-        .env_remove("ANTHROPIC_API_KEY")
-        .env_remove("ANTHROPIC_AUTH_TOKEN")
-        .env_remove("CLAUDE_CODE_OAUTH_TOKEN")
+    let mut cmd = s.home.cmd();
+    let out = skillforge_tests::logged_out_claude(&mut cmd, &s.path("user-home"))
         .args([
             "eval",
             "forge",

@@ -1410,13 +1410,9 @@ fn optimize_logged_out(
     user: &Path,
     args: &[&str],
 ) -> std::process::Output {
-    home.cmd()
+    let mut cmd = home.cmd();
+    skillforge_tests::logged_out_claude(&mut cmd, user)
         .env("SKILLFORGE_SCRIPTED_EDITS", plan)
-        .env("HOME", user)
-        .env("CLAUDE_CONFIG_DIR", user.join("claude-config"))
-        .env_remove("ANTHROPIC_API_KEY")
-        .env_remove("ANTHROPIC_AUTH_TOKEN")
-        .env_remove("CLAUDE_CODE_OAUTH_TOKEN")
         .env_remove("ANTHROPIC_BASE_URL")
         .arg("optimize")
         .args(args)

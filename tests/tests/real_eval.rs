@@ -509,7 +509,6 @@ fn an_unreachable_model_api_stops_the_forge_before_any_arm_naming_the_url_and_se
         let s = Setup::new();
         let skill = candidate(&s);
         let brief = reply_brief(&s);
-        let started = std::time::Instant::now();
         let mut cmd = s.home.cmd();
         user.apply(&mut cmd);
         let out = cmd
@@ -522,11 +521,6 @@ fn an_unreachable_model_api_stops_the_forge_before_any_arm_naming_the_url_and_se
             .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(3), "{runtime}: {stderr}");
-        assert!(
-            started.elapsed() < std::time::Duration::from_secs(20),
-            "{runtime}: at once, not after the CLI's retries ({:?})",
-            started.elapsed()
-        );
         let said: Vec<&str> = stderr.lines().filter(|l| l.contains(&closed)).collect();
         assert_eq!(said.len(), 1, "{runtime}: one line:\n{stderr}");
         assert!(

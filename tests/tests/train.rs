@@ -15,8 +15,8 @@ use skillforge_tests::train::{
     recover, start, start_to_feedback, start_with, status, train_config, wait_phase,
 };
 use skillforge_tests::{
-    Home, PLANNER_TEMPLATE, Reaped, RedisServer, add_template, bin, path_arg, run_code, signal,
-    wait_exit, write,
+    Home, PLANNER_TEMPLATE, Reaped, RedisServer, add_template, bin, logged_out_claude, path_arg,
+    run_code, signal, wait_exit, write,
 };
 
 const N_OPTIONS: usize = 3;
@@ -872,15 +872,8 @@ fn train_start_on_a_runtime_without_credentials_warns_at_once() {
     let home = Home::embedded();
     add_template(&home, PLANNER_TEMPLATE, "owner/repo");
     let items = write(&home.path().join("in/items.yml"), ITEMS);
-    let user = home.path().join("user-home");
-    std::fs::create_dir_all(&user).unwrap();
-    let out = home
-        .cmd()
-        .env("HOME", &user)
-        .env("CLAUDE_CONFIG_DIR", user.join(".claude"))
-        .env_remove("ANTHROPIC_API_KEY")
-        .env_remove("ANTHROPIC_AUTH_TOKEN")
-        .env_remove("CLAUDE_CODE_OAUTH_TOKEN")
+    let mut cmd = home.cmd();
+    let out = logged_out_claude(&mut cmd, &home.path().join("user-home"))
         .args(skillforge_tests::train::start_args(
             &items,
             &["--workspace-repo", "owner/workspace", "--runtime", "claude"],
@@ -911,15 +904,8 @@ fn a_not_logged_in_claude_is_refused_before_option_generation_is_queued() {
         &home,
         &["--workspace-repo", "owner/workspace", "--runtime", "claude"],
     );
-    let user = home.path().join("user-home");
-    std::fs::create_dir_all(&user).unwrap();
-    let out = home
-        .cmd()
-        .env("HOME", &user)
-        .env("CLAUDE_CONFIG_DIR", user.join(".claude"))
-        .env_remove("ANTHROPIC_API_KEY")
-        .env_remove("ANTHROPIC_AUTH_TOKEN")
-        .env_remove("CLAUDE_CODE_OAUTH_TOKEN")
+    let mut cmd = home.cmd();
+    let out = logged_out_claude(&mut cmd, &home.path().join("user-home"))
         .args(["train", "continue", "--session", SESSION])
         .output()
         .unwrap();
@@ -950,31 +936,21 @@ fn a_not_logged_in_claude_blocks_option_generation_once_with_exit_3() {
     );
     // Claude Code's own state dir, empty: logged out whatever the machine's user has.
     let user = home.path().join("user-home");
-    std::fs::create_dir_all(&user).unwrap();
-    let config_dir = user.join(".claude");
-    let logged_out: [(&str, &str); 4] = [
-        ("HOME", user.to_str().unwrap()),
-        ("CLAUDE_CONFIG_DIR", config_dir.to_str().unwrap()),
+    let quiet = [
         ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
         ("DISABLE_TELEMETRY", "1"),
     ];
     let mut worker = home.cmd();
-    worker
+    logged_out_claude(&mut worker, &user)
         .args(["worker", "--name", "w-logged-out"])
-        .envs(logged_out)
-        .env_remove("ANTHROPIC_API_KEY")
-        .env_remove("ANTHROPIC_AUTH_TOKEN")
-        .env_remove("CLAUDE_CODE_OAUTH_TOKEN")
+        .envs(quiet)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(home.path().join("worker.log")).unwrap());
     let _worker = Reaped(worker.spawn().unwrap());
-    let out = home
-        .cmd()
-        .envs(logged_out)
-        .env_remove("ANTHROPIC_API_KEY")
-        .env_remove("ANTHROPIC_AUTH_TOKEN")
-        .env_remove("CLAUDE_CODE_OAUTH_TOKEN")
+    let mut cmd = home.cmd();
+    let out = logged_out_claude(&mut cmd, &user)
+        .envs(quiet)
         .args(["train", "continue", "--session", SESSION])
         .output()
         .unwrap();
